@@ -1,0 +1,49 @@
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+# Extra flags for go test, e.g. make test TESTFLAGS='-race -run TestFoo'
+TESTFLAGS ?=
+SERVICES := bash scripts/services.sh
+# Prefix for recipes that need SWITCHYARD_* URLs of the local services.
+WITH_ENV := eval "$$($(SERVICES) env)";
+
+.PHONY: all services services-stop build test demo fmt vet clean clean-services
+
+all: build
+
+services:
+	$(SERVICES) start
+
+services-stop:
+	$(SERVICES) stop
+
+build:
+	go build -o bin/switchyard ./cmd/switchyard
+
+test: services
+	$(WITH_ENV) go test -count=1 $(TESTFLAGS) ./...
+
+# Server in the background, producer in the foreground; the EXIT trap stops the
+# server with SIGTERM (and waits for it) whether the demo ends or is interrupted.
+demo: services build
+	$(WITH_ENV) \
+	mkdir -p .local; \
+	bin/switchyard migrate up; \
+	bin/switchyard serve --http-addr 127.0.0.1:$${SWITCHYARD_DEMO_HTTP_PORT:-8080} >.local/serve.log 2>&1 & \
+	pid=$$!; echo "$$pid" >.local/serve.pid; \
+	trap 'kill -TERM $$pid 2>/dev/null || true; wait $$pid || true; rm -f .local/serve.pid' EXIT; \
+	trap 'exit 130' INT TERM; \
+	echo "demo: server pid $$pid, log .local/serve.log"; \
+	bin/switchyard demo
+
+fmt:
+	go fmt ./...
+
+vet:
+	go vet ./...
+
+clean:
+	rm -rf bin
+
+clean-services: services-stop
+	rm -rf .local

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `switchyard — a Postgres task queue
+
+Usage:
+  switchyard serve    [flags]                 run workers for the configured queues, plus /metrics, /healthz, /readyz
+  switchyard migrate  up | down [N] | version apply, roll back or show the schema version
+  switchyard enqueue  TYPE --args JSON [flags] enqueue one task
+  switchyard demo     [flags]                 enqueue a mix of tasks and show them move through states
+  switchyard version                          print the version
+
+Every flag can also be set by an environment variable: --database-url is
+SWITCHYARD_DATABASE_URL, --guard-mode is SWITCHYARD_GUARD_MODE, and so on.
+Run "switchyard COMMAND -h" for a command's flags.
+`
+
+// run is the whole program: main only calls it. getenv, stdout and stderr
+// are parameters so tests can run commands in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) < 2 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	cmd, rest := args[1], args[2:]
+	switch cmd {
+	case "serve":
+		return runServe(ctx, rest, getenv, stdout, stderr)
+	case "migrate":
+		return runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "enqueue":
+		return runEnqueue(ctx, rest, getenv, stdout, stderr)
+	case "demo":
+		return runDemo(ctx, rest, getenv, stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "switchyard", buildVersion())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+// buildVersion is the -ldflags version, or the module version when built
+// with go install.
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
+}
+
+// newFlagSet returns a flag set whose errors go to stderr and are
+// returned, not exited on.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("switchyard "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseFlags parses args, treating -h as success.
+func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+// envName is the environment variable of a flag: --guard-ttl is
+// SWITCHYARD_GUARD_TTL.
+func envName(flagName string) string {
+	return "SWITCHYARD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/switchyard/switchyard/db"
+	"github.com/switchyard/switchyard/handlers"
+	"github.com/switchyard/switchyard/jobs"
+	"github.com/switchyard/switchyard/metrics"
+	"github.com/switchyard/switchyard/migrations"
+	"github.com/switchyard/switchyard/processing"
+)
+
+// serveFlags are the settings of switchyard serve.
+type serveFlags struct {
+	conn              connFlags
+	log               logFlags
+	httpAddr          string
+	queues            queuesFlag
+	guardMode         string
+	guardTTL          time.Duration
+	guardKeyPrefix    string
+	shutdownTimeout   time.Duration
+	fetchCooldown     time.Duration
+	fetchPollInterval time.Duration
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := serveFlags{queues: queuesFlag{"default": processing.DefaultExecutorSize}}
+	fs := newFlagSet("serve", stderr)
+	f.conn.register(fs, true)
+	f.log.register(fs)
+	fs.StringVar(&f.httpAddr, "http-addr", ":8080", "address of the HTTP server (/metrics, /healthz, /readyz)")
+	fs.Var(f.queues, "queues", "queues to work and their executor sizes, e.g. default=10,email=5")
+	fs.StringVar(&f.guardMode, "guard-mode", string(processing.GuardBestEffort), "when Redis is unreachable: best-effort (run unguarded), strict (snooze), off (no guard)")
+	fs.DurationVar(&f.guardTTL, "guard-ttl", processing.DefaultGuardTTL, "guard lock TTL; refreshed every TTL/3")
+	fs.StringVar(&f.guardKeyPrefix, "guard-key-prefix", processing.DefaultGuardKeyPrefix, "prefix of guard lock keys in Redis")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", processing.DefaultShutdownTimeout, "how long running tasks may finish on shutdown before they are cancelled and re-queued")
+	fs.DurationVar(&f.fetchCooldown, "fetch-cooldown", processing.DefaultFetchCooldown, "least time between two fetches of a queue")
+	fs.DurationVar(&f.fetchPollInterval, "fetch-poll-interval", processing.DefaultFetchPollInterval, "queue poll interval when no insert notification arrives")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if err := applyEnv(fs, getenv); err != nil {
+		return err
+	}
+	logger, err := f.log.logger(stderr)
+	if err != nil {
+		return err
+	}
+	mode, err := processing.ParseGuardMode(f.guardMode)
+	if err != nil {
+		return fmt.Errorf("--guard-mode: %w", err)
+	}
+
+	maxConns := f.conn.dbMaxConns
+	if maxConns == 0 {
+		maxConns = 8
+		for _, n := range f.queues {
+			maxConns += n
+		}
+	}
+	pool, err := db.NewPool(ctx, db.PoolConfig{URL: f.conn.databaseURL, MaxConns: int32(maxConns)})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := checkSchema(ctx, f.conn.databaseURL); err != nil {
+		return err
+	}
+
+	var rdb *redis.Client
+	if mode != processing.GuardOff {
+		rdb, err = newRedis(f.conn.redisURL)
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+	}
+
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, buildVersion())
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	if err := reg.Register(metrics.NewQueueCollector(queueStats{pool}, 5*time.Second, svcQueues(f.queues)...)); err != nil {
+		return fmt.Errorf("register queue collector: %w", err)
+	}
+
+	registry := jobs.NewRegistry()
+	mux := handlers.NewMux()
+	if err := handlers.RegisterBuiltins(registry, mux, handlers.BuiltinConfig{}); err != nil {
+		return err
+	}
+
+	svc, err := processing.New(processing.Config{
+		Queues: f.queues,
+		Guard: processing.GuardConfig{
+			Mode:      mode,
+			TTL:       f.guardTTL,
+			KeyPrefix: f.guardKeyPrefix,
+		},
+		ShutdownTimeout:   f.shutdownTimeout,
+		FetchCooldown:     f.fetchCooldown,
+		FetchPollInterval: f.fetchPollInterval,
+	}, processing.Deps{Pool: pool, Redis: rdb, Registry: registry, Handlers: mux, Metrics: m, Logger: logger})
+	if err != nil {
+		return err
+	}
+
+	var shuttingDown atomic.Bool
+	srv := &http.Server{
+		Addr:              f.httpAddr,
+		Handler:           opsHandler(reg, pool, rdb, mode == processing.GuardStrict, &shuttingDown),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	ln, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.httpAddr, err)
+	}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- srv.Serve(ln) }()
+	logger.Info("http listening", "addr", ln.Addr().String())
+
+	if err := svc.Start(ctx); err != nil {
+		_ = srv.Close()
+		return err
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-httpErr:
+		logger.Error("http server failed; shutting down", "err", err)
+	}
+
+	// Shutdown order: readiness goes false first so load balancers stop
+	// sending; then workers stop fetching, finish or re-queue their tasks;
+	// the HTTP server (liveness, metrics) goes last; the deferred closes of
+	// Redis and the pool run after that.
+	shuttingDown.Store(true)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout+15*time.Second)
+	defer cancel()
+	stopErr := svc.Stop(stopCtx)
+	if err := srv.Shutdown(stopCtx); err != nil {
+		logger.Warn("http shutdown", "err", err)
+	}
+	logger.Info("shut down")
+	return stopErr
+}
+
+// checkSchema refuses to run against a database whose schema is not the
+// one this binary was built for.
+func checkSchema(ctx context.Context, databaseURL string) error {
+	mig, err := migrations.New(databaseURL)
+	if err != nil {
+		return err
+	}
+	defer mig.Close()
+	v, dirty, err := mig.Version(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case dirty:
+		return fmt.Errorf("database schema version %d is dirty: a migration failed half-way; see switchyard migrate", v)
+	case v < migrations.Latest():
+		return fmt.Errorf("database schema is at version %d, this binary needs %d: run switchyard migrate up", v, migrations.Latest())
+	case v > migrations.Latest():
+		return fmt.Errorf("database schema is at version %d, newer than this binary's %d: upgrade switchyard", v, migrations.Latest())
+	}
+	return nil
+}
+
+// newRedis builds the Redis client with context deadlines honoured, so a
+// dead Redis costs each call its context timeout and nothing more.
+func newRedis(url string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse redis url: %w", err)
+	}
+	opts.ContextTimeoutEnabled = true
+	opts.DialTimeout = time.Second
+	opts.MaxRetries = 0 // the guard's circuit breaker decides about retries
+	return redis.NewClient(opts), nil
+}
+
+// queueStats adapts db.QueueStats to the metrics collector.
+type queueStats struct{ q db.DBTX }
+
+func (s queueStats) QueueStats(ctx context.Context) ([]metrics.QueueStat, error) {
+	rows, err := db.QueueStats(ctx, s.q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metrics.QueueStat, len(rows))
+	for i, r := range rows {
+		out[i] = metrics.QueueStat{Queue: r.Queue, State: r.State, Count: r.Count, OldestAge: r.OldestAge}
+	}
+	return out, nil
+}
+
+// opsHandler serves the operational endpoints of a pod.
+func opsHandler(reg *prometheus.Registry, pool interface{ Ping(context.Context) error }, rdb *redis.Client, needRedis bool, shuttingDown *atomic.Bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler(reg))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		var problems []error
+		if shuttingDown.Load() {
+			problems = append(problems, errors.New("shutting down"))
+		}
+		if err := pool.Ping(ctx); err != nil {
+			problems = append(problems, fmt.Errorf("postgres: %w", err))
+		}
+		if needRedis && rdb != nil {
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				problems = append(problems, fmt.Errorf("redis: %w", err))
+			}
+		}
+		if len(problems) > 0 {
+			http.Error(w, errors.Join(problems...).Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}
+
+
+func svcQueues(q queuesFlag) []string {
+	names := make([]string, 0, len(q))
+	for n := range q {
+		names = append(names, n)
+	}
+	return names
+}

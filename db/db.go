@@ -1,0 +1,54 @@
+// Package db is Switchyard's Postgres edge: pool construction, the queries
+// for Switchyard's own tables (one file per table, query names entity-first),
+// and the one place where pgx errors become domain errors.
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DBTX is what a query needs: a pool, a connection or a transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ErrNotFound is returned when a query by key matches no row.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when a write violates a unique constraint.
+var ErrConflict = errors.New("conflict")
+
+// ErrUnavailable is returned when Postgres cannot be reached or is
+// shutting down; the operation may succeed if retried later.
+var ErrUnavailable = errors.New("database unavailable")
+
+// translate maps a pgx error to the package's errors, keeping the original
+// in the chain for logs. op is a short phrase naming the operation.
+func translate(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "23505": // unique_violation
+			return fmt.Errorf("%s: %w: %w", op, ErrConflict, err)
+		case pgErr.Code[:2] == "57" || pgErr.Code[:2] == "08": // operator intervention, connection exception
+			return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+		}
+	}
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

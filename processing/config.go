@@ -1,0 +1,146 @@
+package processing
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Config configures a Service. Zero fields take the defaults of
+// WithDefaults; New validates the result.
+type Config struct {
+	// ID names this pod in River's leadership and logs; default
+	// "<hostname>-<pid>".
+	ID string
+	// Queues maps each queue this pod works to its executor size (the
+	// number of tasks it runs at once). Default {"default": 10}.
+	Queues map[string]int
+	// Guard configures the Redis guard.
+	Guard GuardConfig
+	// ShutdownTimeout is how long Stop lets running handlers finish before
+	// cancelling them and returning their tasks to the queue. Default 30s.
+	ShutdownTimeout time.Duration
+	// FetchCooldown is the least time between two fetches of one queue
+	// (River's FetchCooldown). Default 20ms: with short tasks a queue runs at most executor size ÷ cooldown tasks per second per pod.
+	FetchCooldown time.Duration
+	// FetchPollInterval is how often a queue is polled when no insert
+	// notification arrives (River's FetchPollInterval). Default 1s.
+	FetchPollInterval time.Duration
+}
+
+// GuardConfig configures the Redis guard of the pipeline.
+type GuardConfig struct {
+	// Mode says what happens when Redis is unreachable. Default best-effort.
+	Mode GuardMode
+	// TTL is the lock's time to live; it is refreshed every TTL/3 while the
+	// handler runs. Default 30s.
+	TTL time.Duration
+	// KeyPrefix namespaces the lock keys. Default "switchyard:".
+	KeyPrefix string
+	// OpTimeout bounds each Redis call. Default 500ms.
+	OpTimeout time.Duration
+	// BreakerThreshold is the number of consecutive Redis failures that
+	// open the circuit breaker. Default 3.
+	BreakerThreshold int
+	// BreakerCooldown is how long the open breaker skips Redis before one
+	// probe call. Default 5s.
+	BreakerCooldown time.Duration
+	// ContendedSnooze is how long a task whose lock someone else holds is
+	// snoozed (no attempt used). Default 1s.
+	ContendedSnooze time.Duration
+	// UnavailableSnooze is how long strict mode snoozes a task while Redis
+	// is unreachable. Default 5s.
+	UnavailableSnooze time.Duration
+}
+
+// Defaults.
+const (
+	DefaultExecutorSize      = 10
+	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultGuardTTL          = 30 * time.Second
+	DefaultGuardKeyPrefix    = "switchyard:"
+	DefaultGuardOpTimeout    = 500 * time.Millisecond
+	DefaultBreakerThreshold  = 3
+	DefaultBreakerCooldown   = 5 * time.Second
+	DefaultContendedSnooze   = time.Second
+	DefaultUnavailableSnooze = 5 * time.Second
+	DefaultFetchCooldown     = 20 * time.Millisecond
+	DefaultFetchPollInterval = time.Second
+)
+
+// WithDefaults returns c with unset fields filled in.
+func (c Config) WithDefaults() Config {
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if len(c.Queues) == 0 {
+		c.Queues = map[string]int{"default": DefaultExecutorSize}
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.FetchCooldown <= 0 {
+		c.FetchCooldown = DefaultFetchCooldown
+	}
+	if c.FetchPollInterval <= 0 {
+		c.FetchPollInterval = DefaultFetchPollInterval
+	}
+	c.Guard = c.Guard.WithDefaults()
+	return c
+}
+
+// WithDefaults returns c with unset fields filled in.
+func (c GuardConfig) WithDefaults() GuardConfig {
+	if c.Mode == "" {
+		c.Mode = GuardBestEffort
+	}
+	if c.TTL <= 0 {
+		c.TTL = DefaultGuardTTL
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultGuardKeyPrefix
+	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = DefaultGuardOpTimeout
+	}
+	if c.BreakerThreshold <= 0 {
+		c.BreakerThreshold = DefaultBreakerThreshold
+	}
+	if c.BreakerCooldown <= 0 {
+		c.BreakerCooldown = DefaultBreakerCooldown
+	}
+	if c.ContendedSnooze <= 0 {
+		c.ContendedSnooze = DefaultContendedSnooze
+	}
+	if c.UnavailableSnooze <= 0 {
+		c.UnavailableSnooze = DefaultUnavailableSnooze
+	}
+	return c
+}
+
+var queueRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_\-]{0,127}$`)
+
+// validate checks a defaulted Config.
+func (c Config) validate() error {
+	for q, n := range c.Queues {
+		if !queueRE.MatchString(q) {
+			return fmt.Errorf("queue %q: name must match %s", q, queueRE)
+		}
+		if n < 1 || n > 10000 {
+			return fmt.Errorf("queue %q: executor size %d not in 1..10000", q, n)
+		}
+	}
+	if _, err := ParseGuardMode(string(c.Guard.Mode)); err != nil {
+		return err
+	}
+	if c.Guard.TTL < 100*time.Millisecond {
+		return fmt.Errorf("guard ttl %s: must be at least 100ms", c.Guard.TTL)
+	}
+	if c.Guard.OpTimeout >= c.Guard.TTL/3 {
+		return fmt.Errorf("guard op timeout %s must be shorter than a third of the ttl %s", c.Guard.OpTimeout, c.Guard.TTL)
+	}
+	return nil
+}
