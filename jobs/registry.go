@@ -165,6 +165,10 @@ func decodeStrict(raw json.RawMessage, v any) error {
 		raw = json.RawMessage("{}")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
+	// Producers get a clear error for a misspelt field instead of a
+	// silently ignored one; workers decode leniently (handlers.Typed) so
+	// an older worker still runs tasks carrying newer fields.
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
@@ -184,6 +188,9 @@ func argsValidationError(err error) *ValidationError {
 			field += "." + typeErr.Field
 		}
 		return &ValidationError{Field: field, Message: fmt.Sprintf("must be %s, got %s", typeErr.Type, typeErr.Value)}
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return &ValidationError{Field: "args." + strings.Trim(name, `"`), Message: "unknown field"}
 	}
 	var syntaxErr *json.SyntaxError
 	if errors.As(err, &syntaxErr) {

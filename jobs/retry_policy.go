@@ -32,8 +32,8 @@ type ErrorClass int
 
 // Error classes.
 const (
-	Retryable ErrorClass = iota // run again after the backoff
-	NonRetryable                // fail the task now
+	Retryable    ErrorClass = iota // run again after the backoff
+	NonRetryable                   // fail the task now
 )
 
 // Default retry policy values.

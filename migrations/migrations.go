@@ -146,9 +146,10 @@ func (m *Migrator) Version(ctx context.Context) (version uint, dirty bool, err e
 // in progress (interrupting one would leave the schema dirty) and returns the
 // context's error.
 func (m *Migrator) Up(ctx context.Context) error {
-	latest := Latest()
-	err := m.run(ctx, func(cur uint) (uint, error) { return latest, nil }, (*migrate.Migrate).Up)
-	if err != nil {
+	plan := func(cur uint) (int, error) {
+		return len(slices.DeleteFunc(versions(), func(v uint) bool { return v <= cur })), nil
+	}
+	if err := m.run(ctx, plan); err != nil {
 		return fmt.Errorf("migrate up: %w", err)
 	}
 	return nil
@@ -161,31 +162,24 @@ func (m *Migrator) Down(ctx context.Context, n int) error {
 	if n < 1 {
 		return fmt.Errorf("migrate down: cannot roll back %d versions: n must be at least 1", n)
 	}
-	plan := func(cur uint) (uint, error) {
-		vs := versions()
-		applied := slices.IndexFunc(vs, func(v uint) bool { return v > cur })
-		if applied < 0 {
-			applied = len(vs)
-		}
+	plan := func(cur uint) (int, error) {
+		applied := len(slices.DeleteFunc(versions(), func(v uint) bool { return v > cur }))
 		if n > applied {
 			return 0, fmt.Errorf("cannot roll back %d versions: database is at version %d, which has %d applied", n, cur, applied)
 		}
-		if applied == n {
-			return 0, nil
-		}
-		return vs[applied-n-1], nil
+		return -n, nil
 	}
-	err := m.run(ctx, plan, func(mig *migrate.Migrate) error { return mig.Steps(-n) })
-	if err != nil {
+	if err := m.run(ctx, plan); err != nil {
 		return fmt.Errorf("migrate down: %w", err)
 	}
 	return nil
 }
 
 // run serializes with other migrators, refuses databases it cannot safely
-// touch, then lets golang-migrate do the work. plan validates the request
-// against the current version and returns the version the work should end at.
-func (m *Migrator) run(ctx context.Context, plan func(cur uint) (target uint, err error), work func(*migrate.Migrate) error) error {
+// touch, then has golang-migrate apply migrations one at a time. plan
+// validates the request against the current version and returns how many
+// migrations to apply: positive up, negative down.
+func (m *Migrator) run(ctx context.Context, plan func(cur uint) (steps int, err error)) error {
 	if m.closed.Load() {
 		return errors.New("migrator is closed")
 	}
@@ -223,11 +217,11 @@ func (m *Migrator) run(ctx context.Context, plan func(cur uint) (target uint, er
 			"with `migrate -path migrations -database <url> force <version>` or `UPDATE %s SET version = <version>, dirty = false`",
 			ErrDirty, cur, versionTable)
 	}
-	target, err := plan(cur)
+	steps, err := plan(cur)
 	if err != nil {
 		return err
 	}
-	if target == cur {
+	if steps == 0 {
 		return nil
 	}
 
@@ -239,34 +233,37 @@ func (m *Migrator) run(ctx context.Context, plan func(cur uint) (target uint, er
 	// hold lockKey first); the timeout only matters against other tools, e.g.
 	// the migrate CLI.
 	mig.LockTimeout = lockTimeout
-	// golang-migrate runs statements without a context. Asking it to stop
-	// between migrations is the only safe way to honour ctx: cancelling a
-	// statement would leave the schema dirty.
-	stopWatching := context.AfterFunc(ctx, func() { mig.GracefulStop <- true })
-	workErr := work(mig)
-	stopWatching()
+
+	dir, total := 1, steps
+	if steps < 0 {
+		dir, total = -1, -steps
+	}
+	var workErr error
+	for done := 0; done < total && workErr == nil; done++ {
+		// golang-migrate runs statements without a context, and cancelling
+		// one would leave the schema dirty anyway, so ctx is honoured
+		// between migrations. (Its GracefulStop channel would do the same,
+		// but races with its own reader goroutine.)
+		if ctx.Err() != nil {
+			now, _, err := readVersion(context.WithoutCancel(ctx), conn)
+			if err != nil {
+				workErr = fmt.Errorf("stopped after %d of %d migrations: %w", done, total, context.Cause(ctx))
+			} else {
+				workErr = fmt.Errorf("stopped at version %d after %d of %d migrations: %w", now, done, total, context.Cause(ctx))
+			}
+			break
+		}
+		workErr = mig.Steps(dir)
+	}
+
 	if errors.Is(workErr, migrate.ErrLockTimeout) {
 		// golang-migrate's lock attempt is still blocked on the driver's
 		// connection, and closing waits for it; finish in the background.
-		go closeMigrate(mig)
+		go func() { _ = closeMigrate(mig) }()
 	} else if closeErr := closeMigrate(mig); closeErr != nil && workErr == nil {
 		workErr = closeErr
 	}
-	if workErr != nil && !errors.Is(workErr, migrate.ErrNoChange) {
-		return workErr
-	}
-
-	if ctx.Err() != nil {
-		// A graceful stop returns no error; report where it stopped.
-		now, _, err := readVersion(context.WithoutCancel(ctx), conn)
-		if err != nil {
-			return fmt.Errorf("read schema version after stop: %w (stopped because: %w)", err, context.Cause(ctx))
-		}
-		if now != target {
-			return fmt.Errorf("stopped at version %d before reaching %d: %w", now, target, context.Cause(ctx))
-		}
-	}
-	return nil
+	return workErr
 }
 
 // newMigrate builds a golang-migrate instance on a connection pool of our own,

@@ -427,7 +427,14 @@ func TestCancelStopsBetweenMigrations(t *testing.T) {
 		t.Fatalf("Down(3): %v", err)
 	}
 
-	blocker, err := conn.Begin(t.Context())
+	// The blocker gets its own session: pg_stat_activity is a snapshot fixed
+	// for the rest of a transaction, so polling inside it would never change.
+	blockConn, err := pgx.ConnectConfig(t.Context(), conn.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = blockConn.Close(context.Background()) })
+	blocker, err := blockConn.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,7 +191,10 @@ func newRedis(url string) (*redis.Client, error) {
 	}
 	opts.ContextTimeoutEnabled = true
 	opts.DialTimeout = time.Second
-	opts.MaxRetries = 0 // the guard's circuit breaker decides about retries
+	// The guard's circuit breaker decides about retries; one dial and
+	// no command retries keep a dead Redis cheap.
+	opts.MaxRetries = -1
+	opts.DialerRetries = 1
 	return redis.NewClient(opts), nil
 }
 
@@ -240,7 +243,6 @@ func opsHandler(reg *prometheus.Registry, pool interface{ Ping(context.Context) 
 	})
 	return mux
 }
-
 
 func svcQueues(q queuesFlag) []string {
 	names := make([]string, 0, len(q))
