@@ -87,38 +87,45 @@ func TestNewDatabaseCleanup(t *testing.T) {
 	}
 }
 
-// TestNewPoolParallelLoad clones many databases from the template at once, as
-// a full `go test ./...` does.
-func TestNewPoolParallelLoad(t *testing.T) {
+// TestNewDatabaseParallelLoad clones many databases from the template at
+// once, as a full `go test -p N ./...` with parallel tests does. Goroutines
+// rather than parallel subtests, since -parallel defaults to GOMAXPROCS and
+// would not overlap twenty creates on a small machine.
+func TestNewDatabaseParallelLoad(t *testing.T) {
 	t.Parallel()
 	const n = 20
-	var mu sync.Mutex
-	var durations []time.Duration
-	t.Run("group", func(t *testing.T) {
-		for i := range n {
-			t.Run(fmt.Sprint(i), func(t *testing.T) {
-				t.Parallel()
-				start := time.Now()
-				pool := dbtest.NewPool(t)
-				if err := pool.Ping(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				d := time.Since(start)
-				assertMigrated(t, pool)
-				mu.Lock()
-				durations = append(durations, d)
-				mu.Unlock()
-			})
-		}
-	})
-	if len(durations) == n {
-		var total, longest time.Duration
-		for _, d := range durations {
-			total += d
-			longest = max(longest, d)
-		}
-		t.Logf("%d parallel NewPool: mean %v, slowest %v", n, total/n, longest)
+	urls := make([]string, n)
+	durations := make([]time.Duration, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			began := time.Now()
+			// NewDatabase only calls t.Fatalf on failure; from this goroutine
+			// that ends the goroutine and fails the test, which is all we need.
+			urls[i] = dbtest.NewDatabase(t)
+			durations[i] = time.Since(began)
+		})
 	}
+	close(start)
+	wg.Wait()
+
+	var total, longest time.Duration
+	for i, u := range urls {
+		if u == "" {
+			t.Fatalf("database %d not created", i)
+		}
+		total += durations[i]
+		longest = max(longest, durations[i])
+		pool, err := pgxpool.New(t.Context(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertMigrated(t, pool)
+		pool.Close()
+	}
+	t.Logf("%d concurrent NewDatabase: mean %v, slowest %v", n, total/n, longest)
 }
 
 func TestNewEmptyDatabase(t *testing.T) {

@@ -223,20 +223,21 @@ func (m *Metrics) InitTaskType(taskType, queue string) {
 // Handler serves the exposition of g. Collection errors (such as a failed
 // queue-depth query) are logged through slog's default logger and the
 // remaining metrics are still served: one broken source must not blank
-// every dashboard.
-func Handler(g prometheus.Gatherer) http.Handler {
+// every dashboard. Errors are logged to logger (nil discards them).
+func Handler(g prometheus.Gatherer, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:      slogLogger{},
+		ErrorLog:      slogLogger{logger},
 		ErrorHandling: promhttp.ContinueOnError,
 	})
 }
 
-// slogLogger adapts promhttp's Println logging to slog. It looks up the
-// default logger on every call rather than once, so a slog.SetDefault made
-// after Handler is built (main configures logging late) still applies.
-type slogLogger struct{}
+// slogLogger adapts promhttp's Println logging to slog.
+type slogLogger struct{ l *slog.Logger }
 
 // Println logs promhttp's message at error level.
-func (slogLogger) Println(v ...any) {
-	slog.Error("metrics: serving exposition", "detail", strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
+func (s slogLogger) Println(v ...any) {
+	s.l.Error("metrics: serving exposition", "detail", strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
 }

@@ -50,7 +50,7 @@ func newTestMetrics(t *testing.T, src QueueStatsSource) *prometheus.Registry {
 // scrape fetches the exposition through Handler, as Prometheus would.
 func scrape(t *testing.T, g prometheus.Gatherer) []byte {
 	t.Helper()
-	srv := httptest.NewServer(Handler(g))
+	srv := httptest.NewServer(Handler(g, nil))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)
 	if err != nil {

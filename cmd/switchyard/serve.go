@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -121,7 +122,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	var shuttingDown atomic.Bool
 	srv := &http.Server{
 		Addr:              f.httpAddr,
-		Handler:           opsHandler(reg, pool, rdb, mode == processing.GuardStrict, &shuttingDown),
+		Handler:           opsHandler(logger, reg, pool, rdb, mode == processing.GuardStrict, &shuttingDown),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
@@ -214,9 +215,9 @@ func (s queueStats) QueueStats(ctx context.Context) ([]metrics.QueueStat, error)
 }
 
 // opsHandler serves the operational endpoints of a pod.
-func opsHandler(reg *prometheus.Registry, pool interface{ Ping(context.Context) error }, rdb *redis.Client, needRedis bool, shuttingDown *atomic.Bool) http.Handler {
+func opsHandler(logger *slog.Logger, reg *prometheus.Registry, pool interface{ Ping(context.Context) error }, rdb *redis.Client, needRedis bool, shuttingDown *atomic.Bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics.Handler(reg))
+	mux.Handle("GET /metrics", metrics.Handler(reg, logger))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
