@@ -225,7 +225,7 @@ func (c *Client) prepare(p EnqueueParams) (preparedTask, error) {
 		return preparedTask{}, &ValidationError{Field: "idempotency_key", Message: "at most 255 bytes"}
 	}
 	meta, err := json.Marshal(map[string]taskMeta{metaKey: {
-		TimeoutMS:      o.Timeout.Milliseconds(),
+		TimeoutMS:      (o.Timeout + time.Millisecond - 1).Milliseconds(), // round up: never drop a timeout
 		IdempotencyKey: o.IdempotencyKey,
 	}})
 	if err != nil {

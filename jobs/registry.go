@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"sort"
 	"strings"
@@ -154,15 +155,25 @@ func (t *TaskType) Validate(raw json.RawMessage) error {
 		if errors.As(err, &ve) {
 			return ve
 		}
-		return argsValidationError(err)
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(raw, &keys)
+		top := make(map[string]bool, len(keys))
+		for k := range keys {
+			top[k] = true
+		}
+		return argsValidationError(err, top)
 	}
 	return nil
 }
 
 // decodeStrict decodes one JSON object into v, rejecting trailing data.
 func decodeStrict(raw json.RawMessage, v any) error {
-	if len(bytes.TrimSpace(raw)) == 0 {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
+	}
+	if raw[0] != '{' {
+		return errors.New("must be a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	// Producers get a clear error for a misspelt field instead of a
@@ -172,7 +183,8 @@ func decodeStrict(raw json.RawMessage, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
+	// dec.More is false before a stray '}' or ']': insist on EOF.
+	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("unexpected data after the arguments object")
 	}
 	return nil
@@ -180,7 +192,7 @@ func decodeStrict(raw json.RawMessage, v any) error {
 
 // argsValidationError turns a JSON decoding error into a ValidationError
 // whose Field is the path of the offending argument.
-func argsValidationError(err error) *ValidationError {
+func argsValidationError(err error, topLevel map[string]bool) *ValidationError {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
 		field := "args"
@@ -190,7 +202,13 @@ func argsValidationError(err error) *ValidationError {
 		return &ValidationError{Field: field, Message: fmt.Sprintf("must be %s, got %s", typeErr.Type, typeErr.Value)}
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return &ValidationError{Field: "args." + strings.Trim(name, `"`), Message: "unknown field"}
+		// The error carries no path: name a field only when it is
+		// certainly top-level (Validate passes the top-level keys).
+		name = strings.Trim(name, `"`)
+		if topLevel != nil && topLevel[name] {
+			return &ValidationError{Field: "args." + name, Message: "unknown field"}
+		}
+		return &ValidationError{Field: "args", Message: fmt.Sprintf("unknown field %q", name)}
 	}
 	var syntaxErr *json.SyntaxError
 	if errors.As(err, &syntaxErr) {

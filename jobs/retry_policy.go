@@ -8,7 +8,8 @@ import (
 )
 
 // RetryPolicy decides whether and when a failed attempt runs again.
-// The zero value of each field means "use the default" (see WithDefaults).
+// A zero field means "use the default" (see WithDefaults), except Jitter,
+// whose zero value means no jitter.
 type RetryPolicy struct {
 	// MaxAttempts is the total number of attempts, the first included.
 	MaxAttempts int
@@ -42,7 +43,6 @@ const (
 	DefaultInitialBackoff = time.Second
 	DefaultMultiplier     = 2.0
 	DefaultMaxBackoff     = time.Hour
-	DefaultJitter         = 0.1
 )
 
 // WithDefaults returns p with unset fields filled in.
@@ -77,11 +77,18 @@ func (p RetryPolicy) Backoff(attempt int, rnd func() float64) time.Duration {
 		attempt = 1
 	}
 	d := float64(p.InitialBackoff) * math.Pow(p.Multiplier, float64(attempt-1))
-	if d > float64(p.MaxBackoff) || math.IsInf(d, 0) || math.IsNaN(d) {
+	if d >= float64(p.MaxBackoff) || math.IsInf(d, 0) || math.IsNaN(d) {
+		if p.Jitter == 0 || rnd == nil {
+			return p.MaxBackoff // exact: no float round trip
+		}
 		d = float64(p.MaxBackoff)
 	}
 	if p.Jitter > 0 && rnd != nil {
 		d += d * p.Jitter * (2*rnd() - 1)
+	}
+	// float64(math.MaxInt64) is 2^63, out of int64 range.
+	if d >= float64(math.MaxInt64) {
+		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(d)
 }
