@@ -15,10 +15,16 @@ import (
 
 // applyEnv sets every flag not given on the command line from its
 // SWITCHYARD_* environment variable, so each setting has one name in two
-// spellings and one default (the flag's).
-func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+// spellings and one default (the flag's). Flags named in perCall describe
+// one invocation (a task's args, its idempotency key) and are never read
+// from the environment, where an exported value would silently apply to
+// every call.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string, perCall ...string) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, name := range perCall {
+		given[name] = true
+	}
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		if given[f.Name] || err != nil {
@@ -62,7 +68,7 @@ func (l *logFlags) register(fs *flag.FlagSet) {
 func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(l.level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", l.level, err)
+		return nil, fmt.Errorf("--log-level / SWITCHYARD_LOG_LEVEL %q: %w", l.level, err)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	format := l.format
@@ -80,7 +86,7 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: want text, json or auto", l.format)
+	return nil, fmt.Errorf("--log-format / SWITCHYARD_LOG_FORMAT %q: want text, json or auto", l.format)
 }
 
 // queuesFlag parses "default=10,email=5" into queue → executor size.

@@ -58,7 +58,9 @@ func runEnqueue(ctx context.Context, args []string, getenv func(string) string, 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("enqueue: unexpected arguments %v", fs.Args())
 	}
-	if err := applyEnv(fs, getenv); err != nil {
+	// Only connection settings come from the environment; the task's own
+	// flags do not.
+	if err := applyEnv(fs, getenv, "args", "queue", "priority", "delay", "max-attempts", "timeout", "idempotency-key", "tag", "json"); err != nil {
 		return err
 	}
 	opts.Tags = tags

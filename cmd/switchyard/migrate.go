@@ -17,13 +17,22 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stderr, "Usage: switchyard migrate up | down [N] | version [flags]")
 		fs.PrintDefaults()
 	}
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
+	// Flags may come before or after the subcommand and its N, as the
+	// usage shows; the flag package stops at the first word, so parse on.
+	var rest []string
+	for remaining := args; ; {
+		if help, err := parseFlags(fs, remaining); help || err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest = append(rest, fs.Arg(0))
+		remaining = fs.Args()[1:]
 	}
 	if err := applyEnv(fs, getenv); err != nil {
 		return err
 	}
-	rest := fs.Args()
 	if len(rest) == 0 {
 		fs.Usage()
 		return fmt.Errorf("migrate: missing subcommand")
@@ -57,6 +66,9 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 	case "version":
+		if len(rest) > 1 {
+			return fmt.Errorf("migrate version takes no arguments")
+		}
 	default:
 		fs.Usage()
 		return fmt.Errorf("migrate: unknown subcommand %q", rest[0])

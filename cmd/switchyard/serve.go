@@ -61,7 +61,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	mode, err := processing.ParseGuardMode(f.guardMode)
 	if err != nil {
-		return fmt.Errorf("--guard-mode: %w", err)
+		return fmt.Errorf("--guard-mode / SWITCHYARD_GUARD_MODE: %w", err)
 	}
 
 	maxConns := f.conn.dbMaxConns
