@@ -47,7 +47,8 @@ func translate(op string, err error) error {
 			return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 		}
 	}
-	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
 		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
