@@ -7,7 +7,7 @@ SERVICES := bash scripts/services.sh
 # Prefix for recipes that need SWITCHYARD_* URLs of the local services.
 WITH_ENV := eval "$$($(SERVICES) env)";
 
-.PHONY: all services services-stop build test demo fmt vet clean clean-services
+.PHONY: all services services-stop build test demo fmt vet lint-openapi clean clean-services
 
 all: build
 
@@ -41,6 +41,21 @@ fmt:
 
 vet:
 	go vet ./...
+
+# Lint the API's OpenAPI document with Redocly CLI, pinned (rules in
+# redocly.yaml). npx fetches the CLI into npm's cache once. Where npx is
+# missing, Node.js and npm are installed from Debian (as root; Debian 12's
+# Node.js 18 is older than the >= 20.19 the CLI asks for, so prefer a
+# machine that ships Node.js 20, as this project's do).
+REDOCLY_CLI := @redocly/cli@2.77.0
+
+lint-openapi:
+	if ! command -v npx >/dev/null 2>&1; then \
+		echo "lint-openapi: npx not found; installing nodejs npm"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -q && apt-get install -y -q --no-install-recommends nodejs npm; \
+	fi
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --yes $(REDOCLY_CLI) lint api/openapi.yaml
 
 clean:
 	rm -rf bin

@@ -29,6 +29,10 @@ var ErrConflict = errors.New("conflict")
 // shutting down; the operation may succeed if retried later.
 var ErrUnavailable = errors.New("database unavailable")
 
+// Translate is translate for packages that reach Postgres through River
+// (which returns pgx's errors unchanged), so they map errors the same way.
+func Translate(op string, err error) error { return translate(op, err) }
+
 // translate maps a pgx error to the package's errors, keeping the original
 // in the chain for logs. op is a short phrase naming the operation.
 func translate(op string, err error) error {
@@ -53,3 +57,5 @@ func translate(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

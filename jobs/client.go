@@ -115,7 +115,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueP
 			if len(params) > 1 {
 				var ve *ValidationError
 				if errors.As(err, &ve) {
-					return nil, &ValidationError{Field: fmt.Sprintf("tasks[%d].%s", i, ve.Field), Message: ve.Message}
+					return nil, &ValidationError{Field: fmt.Sprintf("tasks[%d].%s", i, ve.Field), Message: ve.Message, Err: ve.Err}
 				}
 				return nil, fmt.Errorf("tasks[%d]: %w", i, err)
 			}
@@ -167,7 +167,7 @@ func (c *Client) prepare(p EnqueueParams) (preparedTask, error) {
 	}
 	typ, err := c.registry.Lookup(p.Args.TaskType())
 	if err != nil {
-		return preparedTask{}, err
+		return preparedTask{}, &ValidationError{Field: "type", Message: err.Error(), Err: err}
 	}
 	raw, err := encodeArgs(p.Args)
 	if err != nil {
@@ -404,12 +404,13 @@ func (c *Client) Retry(ctx context.Context, id int64) (*Task, error) {
 	return TaskFromRow(row), nil
 }
 
-// translate maps River's errors to this package's.
+// translate maps River's errors to this package's, and Postgres errors
+// through db's mapping (an unreachable database is db.ErrUnavailable).
 func translate(err error) error {
 	if errors.Is(err, river.ErrNotFound) {
 		return ErrNotFound
 	}
-	return err
+	return db.Translate("river", err)
 }
 
 // NewInsertOnlyClient returns a Client for processes that enqueue and

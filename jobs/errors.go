@@ -21,9 +21,14 @@ var ErrInvalidState = errors.New("operation not valid in the task's state")
 type ValidationError struct {
 	Field   string // the offending field, e.g. "args.url" or "queue"
 	Message string
+	// Err is the underlying error, if any (ErrUnknownType for a "type").
+	Err error
 }
 
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+// Unwrap returns the underlying error.
+func (e *ValidationError) Unwrap() error { return e.Err }
 
 // PermanentError marks a handler error that must not be retried: the task
 // fails at once whatever attempts remain. Build it with Permanent.

@@ -1,12 +1,9 @@
 package processing
 
 import (
-	"strconv"
 	"testing"
 	"time"
 )
-
-func strconvFormat(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestBreaker(t *testing.T) {
 	t.Parallel()

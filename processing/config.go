@@ -11,7 +11,8 @@ import (
 // Config configures a Service. Zero fields take the defaults of
 // WithDefaults; New validates the result.
 type Config struct {
-	// ID names this pod in River's leadership and logs; default
+	// ID names this pod in River's leadership, logs and its switchyard_pod
+	// row (heartbeats), so it must be unique among running pods; default
 	// "<hostname>-<pid>".
 	ID string
 	// Queues maps each queue this pod works to its executor size (the
@@ -28,6 +29,13 @@ type Config struct {
 	// FetchPollInterval is how often a queue is polled when no insert
 	// notification arrives (River's FetchPollInterval). Default 1s.
 	FetchPollInterval time.Duration
+	// HeartbeatInterval is how often the pod refreshes its row in
+	// switchyard_pod (queues, busy counts, heartbeat time). Readers treat a
+	// pod as dead after a few missed intervals, so they must agree with
+	// it. Default 5s; at least 10ms.
+	HeartbeatInterval time.Duration
+	// Version is the build version the pod registers with. Default "dev".
+	Version string
 }
 
 // GuardConfig configures the Redis guard of the pipeline.
@@ -68,6 +76,8 @@ const (
 	DefaultUnavailableSnooze = 5 * time.Second
 	DefaultFetchCooldown     = 20 * time.Millisecond
 	DefaultFetchPollInterval = time.Second
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultVersion           = "dev"
 )
 
 // WithDefaults returns c with unset fields filled in.
@@ -87,6 +97,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.FetchPollInterval <= 0 {
 		c.FetchPollInterval = DefaultFetchPollInterval
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.Version == "" {
+		c.Version = DefaultVersion
 	}
 	c.Guard = c.Guard.WithDefaults()
 	return c
@@ -141,6 +157,9 @@ func (c Config) validate() error {
 	}
 	if c.Guard.OpTimeout >= c.Guard.TTL/3 {
 		return fmt.Errorf("guard op timeout %s must be shorter than a third of the ttl %s", c.Guard.OpTimeout, c.Guard.TTL)
+	}
+	if c.HeartbeatInterval < 10*time.Millisecond {
+		return fmt.Errorf("heartbeat interval %s: must be at least 10ms", c.HeartbeatInterval)
 	}
 	return nil
 }

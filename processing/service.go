@@ -41,6 +41,9 @@ type Service struct {
 	guard   *guard
 	metrics *metrics.Metrics
 	logger  *slog.Logger
+	// busy counts running handlers per queue for the heartbeat.
+	busy      busyCounts
+	heartbeat *heartbeater
 }
 
 // New builds a Service. Every handler in deps.Handlers must have a task type
@@ -56,7 +59,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, pool: deps.Pool, metrics: deps.Metrics, logger: deps.Logger}
+	s := &Service{cfg: cfg, pool: deps.Pool, metrics: deps.Metrics, logger: deps.Logger, busy: newBusyCounts(cfg.Queues)}
 	if cfg.Guard.Mode != GuardOff {
 		if deps.Redis == nil {
 			return nil, fmt.Errorf("processing: guard mode %s needs a Redis client", cfg.Guard.Mode)
@@ -102,6 +105,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("processing: build river client: %w", err)
 	}
 	s.river = rc
+	s.heartbeat = newHeartbeater(heartbeatConfig{Interval: cfg.HeartbeatInterval, ID: cfg.ID, Version: cfg.Version},
+		deps.Pool, rc, s.podQueues, deps.Logger)
 	return s, nil
 }
 
@@ -119,11 +124,17 @@ func (s *Service) Queues() []string {
 	return qs
 }
 
-// Start begins fetching and working tasks. It returns once started;
+// Start begins fetching and working tasks. It returns once started and
+// registered in switchyard_pod (heartbeats run until River stops);
 // cancelling ctx stops fetching and, after ShutdownTimeout, cancels
 // running handlers (prefer Stop).
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.river.Start(ctx); err != nil {
+		return fmt.Errorf("start processing: %w", err)
+	}
+	// After River, whose stop also ends the heartbeats; the first one is
+	// written before this returns, so the pod is listed from then on.
+	if err := s.heartbeat.Start(ctx); err != nil {
 		return fmt.Errorf("start processing: %w", err)
 	}
 	s.logger.Info("processing started", "id", s.cfg.ID, "queues", s.cfg.Queues, "guard", s.cfg.Guard.Mode)
@@ -133,9 +144,16 @@ func (s *Service) Start(ctx context.Context) error {
 // Stop shuts down gracefully, in this order: stop fetching; let running
 // handlers finish for up to ShutdownTimeout; then cancel the rest, whose
 // tasks go back to the queue with their attempt given back; wait for the
-// completions to be written. ctx bounds the whole wait.
+// completions to be written; deregister the pod from switchyard_pod. ctx
+// bounds the whole wait.
 func (s *Service) Stop(ctx context.Context) error {
 	if err := s.river.Stop(ctx); err != nil {
+		// Handlers may still run: the pod keeps heartbeating until River
+		// has stopped.
+		return fmt.Errorf("stop processing: %w", err)
+	}
+	// Only now, with no handler running, may the pod leave the registry.
+	if err := s.heartbeat.Stop(ctx); err != nil {
 		return fmt.Errorf("stop processing: %w", err)
 	}
 	s.logger.Info("processing stopped", "id", s.cfg.ID)

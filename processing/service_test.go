@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,7 +218,7 @@ func TestGuardContentionSnoozes(t *testing.T) {
 	b := setup(t, setupOpts{})
 	task := b.enqueue(t, nil)
 	// A zombie run of the same task holds the lock.
-	lock, err := redislock.New(b.rdb).Obtain(t.Context(), b.prefix+"task:"+strconvFormat(task.ID), time.Minute, nil)
+	lock, err := redislock.New(b.rdb).Obtain(t.Context(), b.prefix+"task:"+strconv.FormatInt(task.ID, 10), time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +534,7 @@ func TestLostLockCancelsAndDoesNotComplete(t *testing.T) {
 	task := b.enqueue(t, nil)
 	<-started
 	// Someone else takes the lock (what a rescued, re-claimed run would do).
-	if err := b.rdb.Set(t.Context(), b.prefix+"task:"+strconvFormat(task.ID), "another-token", time.Minute).Err(); err != nil {
+	if err := b.rdb.Set(t.Context(), b.prefix+"task:"+strconv.FormatInt(task.ID, 10), "another-token", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if cause := <-sawCancel; !errors.Is(cause, errLockLost) {

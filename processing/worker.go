@@ -68,6 +68,8 @@ func (w *worker) Work(ctx context.Context, job *river.Job[payload]) error {
 	busy := s.metrics.WorkersBusy.WithLabelValues(queue)
 	busy.Inc()
 	defer busy.Dec()
+	s.busy.add(queue, 1)
+	defer s.busy.add(queue, -1)
 	outcome := func(o string) { s.metrics.TasksTotal.WithLabelValues(task.Type, queue, o).Inc() }
 
 	runCtx, cancelRun := context.WithCancelCause(ctx)

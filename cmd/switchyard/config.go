@@ -130,3 +130,13 @@ func (q queuesFlag) Set(s string) error {
 	}
 	return nil
 }
+
+// names returns the queue names.
+func (q queuesFlag) names() []string {
+	names := make([]string, 0, len(q))
+	for n := range q {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

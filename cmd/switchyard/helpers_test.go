@@ -80,8 +80,12 @@ func testEnv(t *testing.T, databaseURL string) map[string]string {
 		"SWITCHYARD_GUARD_KEY_PREFIX": dbtest.KeyPrefix(t),
 		"SWITCHYARD_HTTP_ADDR":        freeAddr(t),
 		"SWITCHYARD_LOG_FORMAT":       "json",
+		"SWITCHYARD_API_TOKENS":       "test:admin:" + testAPIToken,
 	}
 }
+
+// testAPIToken is the admin token of servers started by tests.
+const testAPIToken = "test-admin-token-0123456789"
 
 // getenvOf looks variables up in env only, never in the process environment.
 func getenvOf(env map[string]string) func(string) string {

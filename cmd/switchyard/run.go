@@ -20,10 +20,15 @@ Usage:
   switchyard migrate  up | down [N] | version apply, roll back or show the schema version
   switchyard enqueue  TYPE --args JSON [flags] enqueue one task
   switchyard demo     [flags]                 enqueue a mix of tasks and show them move through states
+  switchyard task     SUBCOMMAND ...          enqueue, get, list, cancel or retry tasks through the HTTP API
+  switchyard queue    list | pause | resume   list, pause or resume queues through the HTTP API
+  switchyard workers                          list the live worker pods through the HTTP API
   switchyard version                          print the version
 
-Every flag can also be set by an environment variable: --database-url is
-SWITCHYARD_DATABASE_URL, --guard-mode is SWITCHYARD_GUARD_MODE, and so on.
+Settings can also be set by environment variables: --database-url is
+SWITCHYARD_DATABASE_URL, --guard-mode is SWITCHYARD_GUARD_MODE, --server is
+SWITCHYARD_URL, and so on; flags that describe one call (a task's args, an
+id, a key) are flags only.
 Run "switchyard COMMAND -h" for a command's flags.
 `
 
@@ -44,6 +49,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runEnqueue(ctx, rest, getenv, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, getenv, stdout, stderr)
+	case "task":
+		return runTask(ctx, rest, getenv, stdout, stderr)
+	case "queue":
+		return runQueue(ctx, rest, getenv, stdout, stderr)
+	case "workers":
+		return runWorkers(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "switchyard", buildVersion())
 		return nil

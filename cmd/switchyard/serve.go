@@ -5,16 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"sync/atomic"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/switchyard/switchyard/api"
 	"github.com/switchyard/switchyard/db"
+	"github.com/switchyard/switchyard/events"
 	"github.com/switchyard/switchyard/handlers"
 	"github.com/switchyard/switchyard/jobs"
 	"github.com/switchyard/switchyard/metrics"
@@ -27,11 +30,18 @@ type serveFlags struct {
 	conn              connFlags
 	log               logFlags
 	httpAddr          string
+	runAPI            bool
+	runWorkers        bool
+	apiTokens         string
+	apiTokensFile     string
+	maxBodyBytes      int64
+	metricsAuth       bool
 	queues            queuesFlag
 	guardMode         string
 	guardTTL          time.Duration
 	guardKeyPrefix    string
 	shutdownTimeout   time.Duration
+	heartbeat         time.Duration
 	fetchCooldown     time.Duration
 	fetchPollInterval time.Duration
 }
@@ -41,12 +51,19 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs := newFlagSet("serve", stderr)
 	f.conn.register(fs, true)
 	f.log.register(fs)
-	fs.StringVar(&f.httpAddr, "http-addr", ":8080", "address of the HTTP server (/metrics, /healthz, /readyz)")
+	fs.StringVar(&f.httpAddr, "http-addr", ":8080", "address of the HTTP server (API, /metrics, /healthz, /readyz)")
+	fs.BoolVar(&f.runAPI, "api", true, "serve the HTTP API under /v1 (false: only /metrics, /healthz, /readyz)")
+	fs.BoolVar(&f.runWorkers, "workers", true, "run workers for --queues (false: an API-only pod)")
+	fs.StringVar(&f.apiTokens, "api-tokens", "", "API tokens, comma-separated NAME:SCOPE:SECRET with SCOPE read, write or admin")
+	fs.StringVar(&f.apiTokensFile, "api-tokens-file", "", "file of API tokens, one NAME:SCOPE:SECRET per line")
+	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest accepted request body")
+	fs.BoolVar(&f.metricsAuth, "metrics-auth", false, "require a read token for /metrics")
 	fs.Var(f.queues, "queues", "queues to work and their executor sizes, e.g. default=10,email=5")
 	fs.StringVar(&f.guardMode, "guard-mode", string(processing.GuardBestEffort), "when Redis is unreachable: best-effort (run unguarded), strict (snooze), off (no guard)")
 	fs.DurationVar(&f.guardTTL, "guard-ttl", processing.DefaultGuardTTL, "guard lock TTL; refreshed every TTL/3")
 	fs.StringVar(&f.guardKeyPrefix, "guard-key-prefix", processing.DefaultGuardKeyPrefix, "prefix of guard lock keys in Redis")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", processing.DefaultShutdownTimeout, "how long running tasks may finish on shutdown before they are cancelled and re-queued")
+	fs.DurationVar(&f.heartbeat, "heartbeat-interval", processing.DefaultHeartbeatInterval, "how often the pod records its heartbeat and busy counts")
 	fs.DurationVar(&f.fetchCooldown, "fetch-cooldown", processing.DefaultFetchCooldown, "least time between two fetches of a queue")
 	fs.DurationVar(&f.fetchPollInterval, "fetch-poll-interval", processing.DefaultFetchPollInterval, "queue poll interval when no insert notification arrives")
 	if help, err := parseFlags(fs, args); help || err != nil {
@@ -63,12 +80,23 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("--guard-mode / SWITCHYARD_GUARD_MODE: %w", err)
 	}
+	if !f.runAPI && !f.runWorkers {
+		return errors.New("--api=false and --workers=false leave nothing to run")
+	}
+	var tokens []api.Token
+	if f.runAPI {
+		if tokens, err = loadTokens(f.apiTokens, f.apiTokensFile); err != nil {
+			return err
+		}
+	}
 
 	maxConns := f.conn.dbMaxConns
 	if maxConns == 0 {
 		maxConns = 8
-		for _, n := range f.queues {
-			maxConns += n
+		if f.runWorkers {
+			for _, n := range f.queues {
+				maxConns += n
+			}
 		}
 	}
 	pool, err := db.NewPool(ctx, db.PoolConfig{URL: f.conn.databaseURL, MaxConns: int32(maxConns)})
@@ -81,7 +109,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 
 	var rdb *redis.Client
-	if mode != processing.GuardOff {
+	if f.runWorkers && mode != processing.GuardOff {
 		rdb, err = newRedis(f.conn.redisURL)
 		if err != nil {
 			return err
@@ -94,7 +122,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
-	if err := reg.Register(metrics.NewQueueCollector(queueStats{pool}, 5*time.Second, svcQueues(f.queues)...)); err != nil {
+	if err := reg.Register(metrics.NewQueueCollector(queueStats{pool}, 5*time.Second, f.queues.names()...)); err != nil {
 		return fmt.Errorf("register queue collector: %w", err)
 	}
 
@@ -104,25 +132,57 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 
-	svc, err := processing.New(processing.Config{
-		Queues: f.queues,
-		Guard: processing.GuardConfig{
-			Mode:      mode,
-			TTL:       f.guardTTL,
-			KeyPrefix: f.guardKeyPrefix,
-		},
-		ShutdownTimeout:   f.shutdownTimeout,
-		FetchCooldown:     f.fetchCooldown,
-		FetchPollInterval: f.fetchPollInterval,
-	}, processing.Deps{Pool: pool, Redis: rdb, Registry: registry, Handlers: mux, Metrics: m, Logger: logger})
+	var (
+		svc    *processing.Service
+		client *jobs.Client
+	)
+	if f.runWorkers {
+		svc, err = processing.New(processing.Config{
+			Version: buildVersion(),
+			Queues:  f.queues,
+			Guard: processing.GuardConfig{
+				Mode:      mode,
+				TTL:       f.guardTTL,
+				KeyPrefix: f.guardKeyPrefix,
+			},
+			ShutdownTimeout:   f.shutdownTimeout,
+			HeartbeatInterval: f.heartbeat,
+			FetchCooldown:     f.fetchCooldown,
+			FetchPollInterval: f.fetchPollInterval,
+		}, processing.Deps{Pool: pool, Redis: rdb, Registry: registry, Handlers: mux, Metrics: m, Logger: logger})
+		if err != nil {
+			return err
+		}
+		client = jobs.NewClient(pool, registry, svc.RiverClient())
+	} else if client, err = jobs.NewInsertOnlyClient(pool, registry); err != nil {
+		return err
+	}
+
+	var broker *events.Broker
+	if f.runAPI {
+		broker = events.NewBroker(pool, events.Config{}, logger)
+	}
+	apiServer, err := api.New(api.Config{
+		Tokens:       tokens,
+		MaxBodyBytes: f.maxBodyBytes,
+		MetricsAuth:  f.metricsAuth,
+		OpsOnly:      !f.runAPI,
+	}, api.Deps{
+		Jobs:          client,
+		Pool:          pool,
+		Events:        eventSource(broker),
+		Metrics:       reg,
+		Ready:         readiness(pool, rdb, mode == processing.GuardStrict),
+		PodStaleAfter: 3 * f.heartbeat,
+		Logger:        logger,
+	})
 	if err != nil {
 		return err
 	}
 
-	var shuttingDown atomic.Bool
 	srv := &http.Server{
 		Addr:              f.httpAddr,
-		Handler:           opsHandler(logger, reg, pool, rdb, mode == processing.GuardStrict, &shuttingDown),
+		Handler:           apiServer,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
@@ -132,11 +192,19 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
-	logger.Info("http listening", "addr", ln.Addr().String())
+	logger.Info("http listening", "addr", ln.Addr().String(), "api", f.runAPI, "workers", f.runWorkers)
 
-	if err := svc.Start(ctx); err != nil {
-		_ = srv.Close()
-		return err
+	if broker != nil {
+		if err := broker.Start(ctx); err != nil {
+			_ = srv.Close()
+			return err
+		}
+	}
+	if svc != nil {
+		if err := svc.Start(ctx); err != nil {
+			_ = srv.Close()
+			return err
+		}
 	}
 
 	select {
@@ -145,19 +213,77 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		logger.Error("http server failed; shutting down", "err", err)
 	}
 
-	// Shutdown order: readiness goes false first so load balancers stop
-	// sending; then workers stop fetching, finish or re-queue their tasks;
-	// the HTTP server (liveness, metrics) goes last; the deferred closes of
-	// Redis and the pool run after that.
-	shuttingDown.Store(true)
+	// Shutdown order: readiness goes false and event streams end first, so
+	// load balancers stop sending; then workers stop fetching and finish or
+	// re-queue their tasks (and deregister the pod); then the event
+	// listener stops; the HTTP server (liveness, metrics) goes last; the
+	// deferred closes of Redis and the pool run after that.
+	apiServer.BeginShutdown()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout+15*time.Second)
 	defer cancel()
-	stopErr := svc.Stop(stopCtx)
+	var stopErr error
+	if svc != nil {
+		stopErr = svc.Stop(stopCtx)
+	}
+	if broker != nil {
+		if err := broker.Stop(stopCtx); err != nil {
+			logger.Warn("event broker stop", "err", err)
+		}
+	}
 	if err := srv.Shutdown(stopCtx); err != nil {
 		logger.Warn("http shutdown", "err", err)
 	}
 	logger.Info("shut down")
 	return stopErr
+}
+
+// eventSource returns broker as the API's event source, or nil for an
+// ops-only server (a nil *Broker in an interface would not be nil).
+func eventSource(broker *events.Broker) interface {
+	Subscribe() (<-chan events.Batch, func())
+} {
+	if broker == nil {
+		return nil
+	}
+	return broker
+}
+
+// loadTokens reads API tokens from the flag/env value and the file.
+func loadTokens(inline, file string) ([]api.Token, error) {
+	tokens, err := api.ParseTokens(strings.NewReader(inline))
+	if err != nil {
+		return nil, fmt.Errorf("--api-tokens / SWITCHYARD_API_TOKENS: %w", err)
+	}
+	if file != "" {
+		fh, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("--api-tokens-file: %w", err)
+		}
+		defer fh.Close()
+		more, err := api.ParseTokens(fh)
+		if err != nil {
+			return nil, fmt.Errorf("--api-tokens-file %s: %w", file, err)
+		}
+		tokens = append(tokens, more...)
+	}
+	return tokens, nil
+}
+
+// readiness checks what a pod needs to serve: Postgres, and Redis when the
+// guard is strict (best-effort runs without it).
+func readiness(pool *pgxpool.Pool, rdb *redis.Client, needRedis bool) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var problems []error
+		if err := pool.Ping(ctx); err != nil {
+			problems = append(problems, fmt.Errorf("postgres: %w", err))
+		}
+		if needRedis && rdb != nil {
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				problems = append(problems, fmt.Errorf("redis: %w", err))
+			}
+		}
+		return errors.Join(problems...)
+	}
 }
 
 // checkSchema refuses to run against a database whose schema is not the
@@ -212,43 +338,4 @@ func (s queueStats) QueueStats(ctx context.Context) ([]metrics.QueueStat, error)
 		out[i] = metrics.QueueStat{Queue: r.Queue, State: r.State, Count: r.Count, OldestAge: r.OldestAge}
 	}
 	return out, nil
-}
-
-// opsHandler serves the operational endpoints of a pod.
-func opsHandler(logger *slog.Logger, reg *prometheus.Registry, pool interface{ Ping(context.Context) error }, rdb *redis.Client, needRedis bool, shuttingDown *atomic.Bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics.Handler(reg, logger))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		var problems []error
-		if shuttingDown.Load() {
-			problems = append(problems, errors.New("shutting down"))
-		}
-		if err := pool.Ping(ctx); err != nil {
-			problems = append(problems, fmt.Errorf("postgres: %w", err))
-		}
-		if needRedis && rdb != nil {
-			if err := rdb.Ping(ctx).Err(); err != nil {
-				problems = append(problems, fmt.Errorf("redis: %w", err))
-			}
-		}
-		if len(problems) > 0 {
-			http.Error(w, errors.Join(problems...).Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	return mux
-}
-
-func svcQueues(q queuesFlag) []string {
-	names := make([]string, 0, len(q))
-	for n := range q {
-		names = append(names, n)
-	}
-	return names
 }
