@@ -25,16 +25,24 @@ test: services
 
 # Server in the background, producer in the foreground; the EXIT trap stops the
 # server with SIGTERM (and waits for it) whether the demo ends or is interrupted.
+# The demo's API token; the dashboard and CLI examples printed below use it.
+DEMO_TOKEN ?= switchyard-demo-token
+DEMO_PORT ?= 8080
+
 demo: services build
 	$(WITH_ENV) \
+	export SWITCHYARD_API_TOKENS="demo:admin:$(DEMO_TOKEN)"; \
 	mkdir -p .local; \
 	bin/switchyard migrate up; \
-	bin/switchyard serve --http-addr 127.0.0.1:$${SWITCHYARD_DEMO_HTTP_PORT:-8080} >.local/serve.log 2>&1 & \
+	bin/switchyard serve --http-addr 127.0.0.1:$(DEMO_PORT) >.local/serve.log 2>&1 & \
 	pid=$$!; echo "$$pid" >.local/serve.pid; \
 	trap 'kill -TERM $$pid 2>/dev/null || true; wait $$pid || true; rm -f .local/serve.pid' EXIT; \
 	trap 'exit 130' INT TERM; \
-	echo "demo: server pid $$pid, log .local/serve.log"; \
-	bin/switchyard demo
+	echo "demo: server pid $$pid, log .local/serve.log, API http://127.0.0.1:$(DEMO_PORT) (token $(DEMO_TOKEN))"; \
+	bin/switchyard demo; \
+	echo; echo "The server's view, through the HTTP API (switchyard queue list / workers):"; \
+	export SWITCHYARD_URL=http://127.0.0.1:$(DEMO_PORT) SWITCHYARD_TOKEN=$(DEMO_TOKEN); \
+	bin/switchyard queue list; echo; bin/switchyard workers
 
 fmt:
 	go fmt ./...
