@@ -65,6 +65,7 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.MarkStarted()
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	return &testBundle{pool: pool, jobs: client, server: ts, api: srv}
@@ -462,6 +463,10 @@ func TestOpsOnly(t *testing.T) {
 	}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
+	if res, err := http.Get(ts.URL + "/readyz"); err != nil || res.StatusCode != 503 {
+		t.Fatalf("readyz before MarkStarted: %v %v, want 503", res.StatusCode, err)
+	}
+	srv.MarkStarted()
 	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/v1/tasks": 404} {
 		res, err := http.Get(ts.URL + path)
 		if err != nil {

@@ -25,6 +25,9 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 // dependency the pod needs is unreachable.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	var problems []error
+	if !s.started.Load() {
+		problems = append(problems, errors.New("starting"))
+	}
 	if s.shuttingDown.Load() {
 		problems = append(problems, errors.New("shutting down"))
 	}

@@ -94,6 +94,7 @@ type Server struct {
 	deps         Deps
 	logger       *slog.Logger
 	handler      http.Handler
+	started      atomic.Bool // set by MarkStarted: the pod's components run
 	shuttingDown atomic.Bool
 	lastExpiry   atomic.Int64  // unix nanos of the last idempotency cleanup
 	ready        chan struct{} // closed when shutting down: ends SSE streams
@@ -126,6 +127,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// MarkStarted makes /readyz succeed (when its checks pass): call it once
+// every component of the pod has started. Until then the pod is not ready,
+// so no traffic arrives before its workers and event listener run.
+func (s *Server) MarkStarted() { s.started.Store(true) }
 
 // BeginShutdown makes /readyz fail and ends open event streams; call it
 // first when the pod is stopping, so load balancers drain it.

@@ -273,10 +273,10 @@ func (m *Migrator) newMigrate() (*migrate.Migrate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open embedded migrations: %w", err)
 	}
-	db := stdlib.OpenDB(*m.connConfig)
-	drv, err := pgxmigrate.WithInstance(db, &pgxmigrate.Config{MigrationsTable: versionTable})
+	sqlDB := stdlib.OpenDB(*m.connConfig)
+	drv, err := pgxmigrate.WithInstance(sqlDB, &pgxmigrate.Config{MigrationsTable: versionTable})
 	if err != nil {
-		_ = db.Close()
+		_ = sqlDB.Close()
 		return nil, fmt.Errorf("prepare migration driver: %w", err)
 	}
 	mig, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)

@@ -81,7 +81,7 @@ type heartbeatConfig struct {
 // next tick tries again; nothing in the pod depends on them succeeding.
 type heartbeater struct {
 	cfg    heartbeatConfig
-	db     db.DBTX
+	conn   db.DBTX
 	worker stoppedNotifier
 	queues func() []db.PodQueue
 	logger *slog.Logger
@@ -109,7 +109,7 @@ func newHeartbeater(cfg heartbeatConfig, q db.DBTX, worker stoppedNotifier, queu
 	}
 	return &heartbeater{
 		cfg:    cfg,
-		db:     q,
+		conn:   q,
 		worker: worker,
 		queues: queues,
 		logger: logger.With("component", "heartbeat", "pod_id", cfg.ID),
@@ -201,7 +201,7 @@ func (h *heartbeater) run(ctx context.Context, riverStopped <-chan struct{}, don
 func (h *heartbeater) beat(ctx context.Context) {
 	writeCtx, cancel := context.WithTimeout(ctx, heartbeatWriteTimeout)
 	defer cancel()
-	err := db.PodUpsert(writeCtx, h.db, db.Pod{
+	err := db.PodUpsert(writeCtx, h.conn, db.Pod{
 		ID:        h.cfg.ID,
 		Host:      h.host,
 		PID:       h.pid,
@@ -225,7 +225,7 @@ func (h *heartbeater) beat(ctx context.Context) {
 func (h *heartbeater) deregister(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWriteTimeout)
 	defer cancel()
-	if err := db.PodDelete(ctx, h.db, h.cfg.ID); err != nil {
+	if err := db.PodDelete(ctx, h.conn, h.cfg.ID); err != nil {
 		h.logger.Warn("deregister pod failed; its row will go stale", "err", err)
 	}
 }

@@ -194,18 +194,25 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	go func() { httpErr <- srv.Serve(ln) }()
 	logger.Info("http listening", "addr", ln.Addr().String(), "api", f.runAPI, "workers", f.runWorkers)
 
+	// A signal during start-up is a clean stop, not a failure.
+	startFailed := func(err error) error {
+		_ = srv.Close()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	if broker != nil {
 		if err := broker.Start(ctx); err != nil {
-			_ = srv.Close()
-			return err
+			return startFailed(err)
 		}
 	}
 	if svc != nil {
 		if err := svc.Start(ctx); err != nil {
-			_ = srv.Close()
-			return err
+			return startFailed(err)
 		}
 	}
+	apiServer.MarkStarted()
 
 	select {
 	case <-ctx.Done():
