@@ -59,3 +59,5 @@ func translate(op string, err error) error {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

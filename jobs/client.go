@@ -52,6 +52,14 @@ type EnqueueOptions struct {
 	// IdempotencyKey makes enqueue idempotent: while a task created with the
 	// same key exists, enqueueing again returns it instead of a new task.
 	IdempotencyKey string
+	// Retry overrides the backoff of the type's retry policy (its
+	// InitialBackoff, Multiplier, MaxBackoff and Jitter; MaxAttempts comes
+	// from the MaxAttempts option). Classify cannot be stored and is
+	// ignored.
+	Retry *RetryPolicy
+	// Workflow ties the task to a workflow step. Set by the workflow
+	// engine; producers leave it nil.
+	Workflow *WorkflowRef
 }
 
 // EnqueueParams is one task of EnqueueMany.
@@ -224,10 +232,23 @@ func (c *Client) prepare(p EnqueueParams) (preparedTask, error) {
 	if len(o.IdempotencyKey) > maxIdempotencyKey {
 		return preparedTask{}, &ValidationError{Field: "idempotency_key", Message: "at most 255 bytes"}
 	}
-	meta, err := json.Marshal(map[string]taskMeta{metaKey: {
+	tm := taskMeta{
 		TimeoutMS:      (o.Timeout + time.Millisecond - 1).Milliseconds(), // round up: never drop a timeout
 		IdempotencyKey: o.IdempotencyKey,
-	}})
+		Workflow:       o.Workflow,
+	}
+	if r := o.Retry; r != nil {
+		if r.InitialBackoff < 0 || r.MaxBackoff < 0 || r.Jitter < 0 || r.Jitter > 1 || (r.Multiplier != 0 && r.Multiplier < 1) {
+			return preparedTask{}, &ValidationError{Field: "retry", Message: "backoffs must not be negative, multiplier must be at least 1, jitter between 0 and 1"}
+		}
+		tm.Retry = &retryMeta{
+			InitialBackoffMS: r.InitialBackoff.Milliseconds(),
+			Multiplier:       r.Multiplier,
+			MaxBackoffMS:     r.MaxBackoff.Milliseconds(),
+			Jitter:           r.Jitter,
+		}
+	}
+	meta, err := json.Marshal(map[string]taskMeta{metaKey: tm})
 	if err != nil {
 		return preparedTask{}, fmt.Errorf("encode task metadata: %w", err)
 	}
@@ -380,6 +401,16 @@ func decodeCursor(s string) (*river.JobListCursor, error) {
 // anyway completes). Cancelling a finished task changes nothing.
 func (c *Client) Cancel(ctx context.Context, id int64) (*Task, error) {
 	row, err := c.river.JobCancel(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("cancel task %d: %w", id, translate(err))
+	}
+	return TaskFromRow(row), nil
+}
+
+// CancelTx is Cancel in the caller's transaction (the workflow engine
+// cancels a step's task atomically with the step).
+func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id int64) (*Task, error) {
+	row, err := c.river.JobCancelTx(ctx, tx, id)
 	if err != nil {
 		return nil, fmt.Errorf("cancel task %d: %w", id, translate(err))
 	}

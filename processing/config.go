@@ -36,6 +36,10 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Version is the build version the pod registers with. Default "dev".
 	Version string
+	// WorkflowExecutorSize is the executor size of the workflow engine's
+	// control queue (timers, child notifications), added to Queues when the
+	// pod runs workflows and Queues does not name it. Default 10.
+	WorkflowExecutorSize int
 }
 
 // GuardConfig configures the Redis guard of the pipeline.
@@ -100,6 +104,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.WorkflowExecutorSize <= 0 {
+		c.WorkflowExecutorSize = 10
 	}
 	if c.Version == "" {
 		c.Version = DefaultVersion

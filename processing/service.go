@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 
 	"github.com/bsm/redislock"
@@ -18,6 +19,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/switchyard/switchyard/db"
 	"github.com/switchyard/switchyard/handlers"
 	"github.com/switchyard/switchyard/jobs"
 	"github.com/switchyard/switchyard/metrics"
@@ -31,6 +33,24 @@ type Deps struct {
 	Handlers *handlers.Mux
 	Metrics  *metrics.Metrics
 	Logger   *slog.Logger
+	// Workflow records the outcomes of workflow steps; nil when the pod
+	// runs no workflows. Its control queue is added to the pod's queues.
+	Workflow StepRecorder
+}
+
+// StepRecorder is the workflow engine as the pipeline needs it.
+type StepRecorder interface {
+	// StepStarted records that a handler of a step began (best effort).
+	StepStarted(ctx context.Context, claim db.Claim, ref *jobs.WorkflowRef) error
+	// LoadContext fills ref.Input and ref.Outputs for the handler.
+	LoadContext(ctx context.Context, ref *jobs.WorkflowRef) error
+	// Finish records the outcome of a step's task and its consequences in
+	// one transaction, fenced on claim; db.ErrStaleClaim when the claim is
+	// no longer current.
+	Finish(ctx context.Context, claim db.Claim, ref *jobs.WorkflowRef, res jobs.Outcome) error
+	// ControlQueue is the queue of the engine's own tasks (timers, child
+	// notifications), which every worker pod serves.
+	ControlQueue() string
 }
 
 // Service runs the handlers of this pod's queues.
@@ -44,6 +64,7 @@ type Service struct {
 	// busy counts running handlers per queue for the heartbeat.
 	busy      busyCounts
 	heartbeat *heartbeater
+	workflow  StepRecorder
 }
 
 // New builds a Service. Every handler in deps.Handlers must have a task type
@@ -59,7 +80,14 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, pool: deps.Pool, metrics: deps.Metrics, logger: deps.Logger, busy: newBusyCounts(cfg.Queues)}
+	if deps.Workflow != nil {
+		if _, ok := cfg.Queues[deps.Workflow.ControlQueue()]; !ok {
+			queues := maps.Clone(cfg.Queues)
+			queues[deps.Workflow.ControlQueue()] = cfg.WorkflowExecutorSize
+			cfg.Queues = queues
+		}
+	}
+	s := &Service{cfg: cfg, pool: deps.Pool, metrics: deps.Metrics, logger: deps.Logger, busy: newBusyCounts(cfg.Queues), workflow: deps.Workflow}
 	if cfg.Guard.Mode != GuardOff {
 		if deps.Redis == nil {
 			return nil, fmt.Errorf("processing: guard mode %s needs a Redis client", cfg.Guard.Mode)

@@ -90,6 +90,21 @@ func (w *worker) Work(ctx context.Context, job *river.Job[payload]) error {
 		}
 	}
 
+	// Workflow steps see their execution's context (input and outputs of
+	// completed steps), from the Redis cache or Postgres.
+	if ref := task.Workflow; ref != nil && s.workflow != nil && ref.Role == "task" {
+		if err := s.workflow.StepStarted(ctx, claimOf(job), ref); err != nil {
+			s.logger.Warn("record workflow step start", "task_id", job.ID, "err", err)
+		}
+		if err := s.workflow.LoadContext(ctx, ref); err != nil {
+			if l != nil {
+				l.release(ctx)
+			}
+			outcome("retried")
+			return w.retry(job, task, fmt.Errorf("load workflow context: %w", err))
+		}
+	}
+
 	// Step 3: run under the timeout.
 	timeout := task.TimeoutOr(w.typ.Config.Timeout)
 	timedCtx, cancelTimeout := context.WithTimeoutCause(runCtx, timeout, ErrTimeout)
@@ -103,32 +118,23 @@ func (w *worker) Work(ctx context.Context, job *river.Job[payload]) error {
 	// running the task, so this run must not complete.
 	if l != nil && l.release(ctx) {
 		outcome("lost")
-		return w.retry(job, fmt.Errorf("%w while running; result dropped", errLockLost))
+		return w.retry(job, task, fmt.Errorf("%w while running; result dropped", errLockLost))
 	}
 
-	// Step 4 and 5: classify and complete. River records the outcome with
-	// an update conditioned on the task still being in progress.
+	// Step 4: classify.
 	switch {
 	case ctx.Err() != nil && err != nil:
-		// Cancelled by a user, or shut down past the deadline: River
-		// records a cancel as cancelled and a shutdown as back in the
-		// queue with the attempt given back. Either needs the context's
-		// error in the chain.
+		// Cancelled by a user or its workflow, or shut down past the
+		// deadline: River records a cancel as cancelled and a shutdown as
+		// back in the queue with the attempt given back. Either needs the
+		// context's error in the chain.
 		if errors.Is(context.Cause(ctx), rivertype.ErrJobCancelledRemotely) {
 			outcome("cancelled")
 		} else {
 			outcome("interrupted")
 		}
 		return fmt.Errorf("%w: %w", ctx.Err(), err)
-	case err == nil:
-		if out != nil {
-			if err := river.RecordOutput(ctx, out); err != nil {
-				return w.fail(ctx, job, jobs.Permanent(fmt.Errorf("record output: %w", err)), outcome)
-			}
-		}
-		outcome("completed")
-		return nil
-	case timedOut:
+	case timedOut && err != nil:
 		err = fmt.Errorf("%w after %s: %w", ErrTimeout, timeout, err)
 	}
 	var snooze *jobs.SnoozeError
@@ -136,22 +142,94 @@ func (w *worker) Work(ctx context.Context, job *river.Job[payload]) error {
 		outcome("snoozed")
 		return river.JobSnooze(snooze.Duration)
 	}
-	if w.typ.Config.Retry.ClassOf(err) == jobs.NonRetryable {
-		return w.fail(ctx, job, err, outcome)
+	var res jobs.Outcome
+	switch {
+	case err == nil:
+		res = jobs.Outcome{Kind: jobs.OutcomeCompleted}
+		if out != nil {
+			if res.Output, err = json.Marshal(out); err != nil {
+				res = jobs.Outcome{Kind: jobs.OutcomeFailed, Err: jobs.Permanent(fmt.Errorf("encode output: %w", err))}
+			}
+		}
+	case w.typ.Config.Retry.ClassOf(err) == jobs.NonRetryable:
+		res = jobs.Outcome{Kind: jobs.OutcomeFailed, Err: err}
+	case job.Attempt >= job.MaxAttempts:
+		res = jobs.Outcome{Kind: jobs.OutcomeFailed, Err: err}
+	default:
+		res = jobs.Outcome{Kind: jobs.OutcomeRetry, Err: err, RetryAt: time.Now().Add(w.policy(task).RetryDelay(job.Attempt, err))}
 	}
-	if job.Attempt >= job.MaxAttempts {
+
+	// Step 5: complete. A workflow step's outcome is recorded by the
+	// engine in one transaction with the step's consequences, fenced on
+	// the claim; other tasks' by River, with an update conditioned on the
+	// task still being in progress.
+	if ref := task.Workflow; ref != nil && s.workflow != nil {
+		return w.finishStep(ctx, job, ref, res, outcome)
+	}
+	switch res.Kind {
+	case jobs.OutcomeCompleted:
+		if res.Output != nil {
+			if err := river.RecordOutput(ctx, res.Output); err != nil {
+				return w.fail(ctx, job, jobs.Permanent(fmt.Errorf("record output: %w", err)), outcome)
+			}
+		}
+		outcome("completed")
+		return nil
+	case jobs.OutcomeFailed:
+		if job.Attempt < job.MaxAttempts {
+			return w.fail(ctx, job, res.Err, outcome)
+		}
 		outcome("failed") // River discards it: no attempts left
-		return err
+		return res.Err
 	}
 	outcome("retried")
-	return w.retry(job, err)
+	job.Args.retryAt = res.RetryAt
+	return res.Err
 }
 
-// retry schedules the next attempt by the type's policy and returns err for
+// finishStep records a workflow step's outcome through the engine. When
+// the engine wrote it, River's own completion afterwards finds the task no
+// longer in progress and changes nothing. A stale claim (the task moved
+// on without this run) is dropped and the task snoozed, so no run of it is
+// lost; an unreachable database leaves the outcome to River as a retry.
+func (w *worker) finishStep(ctx context.Context, job *river.Job[payload], ref *jobs.WorkflowRef, res jobs.Outcome, outcome func(string)) error {
+	err := w.svc.workflow.Finish(context.WithoutCancel(ctx), claimOf(job), ref, res)
+	switch {
+	case errors.Is(err, db.ErrStaleClaim):
+		w.svc.metrics.StaleCompletions.Inc()
+		outcome("lost")
+		return river.JobSnooze(0)
+	case err != nil:
+		w.svc.logger.Error("record workflow step outcome; will retry", "task_id", job.ID, "err", err)
+		outcome("retried")
+		job.Args.retryAt = time.Now().Add(w.svc.cfg.Guard.UnavailableSnooze)
+		return fmt.Errorf("record workflow step outcome: %w", err)
+	}
+	outcome(map[jobs.OutcomeKind]string{jobs.OutcomeCompleted: "completed", jobs.OutcomeFailed: "failed", jobs.OutcomeRetry: "retried"}[res.Kind])
+	return nil
+}
+
+// policy is the task's retry policy: its own backoff if it carries one,
+// else its type's.
+func (w *worker) policy(task *jobs.Task) jobs.RetryPolicy {
+	if task.Retry != nil {
+		p := *task.Retry
+		p.Classify = w.typ.Config.Retry.Classify
+		return p
+	}
+	return w.typ.Config.Retry
+}
+
+// retry schedules the next attempt by the task's policy and returns err for
 // River to record.
-func (w *worker) retry(job *river.Job[payload], err error) error {
-	job.Args.retryAt = time.Now().Add(w.typ.Config.Retry.RetryDelay(job.Attempt, err))
+func (w *worker) retry(job *river.Job[payload], task *jobs.Task, err error) error {
+	job.Args.retryAt = time.Now().Add(w.policy(task).RetryDelay(job.Attempt, err))
 	return err
+}
+
+// claimOf is the claim of this run of job.
+func claimOf(job *river.Job[payload]) db.Claim {
+	return db.Claim{ID: job.ID, Attempt: job.Attempt, AttemptedAt: *job.AttemptedAt}
 }
 
 // fail discards the task now, whatever attempts remain. River cannot
@@ -160,15 +238,15 @@ func (w *worker) retry(job *river.Job[payload], err error) error {
 // no longer in progress.
 func (w *worker) fail(ctx context.Context, job *river.Job[payload], err error, outcome func(string)) error {
 	attemptErr, _ := json.Marshal(rivertype.AttemptError{At: time.Now().UTC(), Attempt: job.Attempt, Error: err.Error()})
-	claim := db.Claim{ID: job.ID, Attempt: job.Attempt, AttemptedAt: *job.AttemptedAt}
-	ok, dbErr := db.JobDiscardIfClaimed(context.WithoutCancel(ctx), w.svc.pool, claim, attemptErr)
+	ok, dbErr := db.JobDiscardIfClaimed(context.WithoutCancel(ctx), w.svc.pool, claimOf(job), attemptErr)
 	switch {
 	case dbErr != nil:
 		// Postgres is unreachable: fall back to a retry, which keeps the
 		// task; it fails permanently on its next attempt.
 		w.svc.logger.Error("discard task failed; will retry", "task_id", job.ID, "err", dbErr)
 		outcome("retried")
-		return w.retry(job, err)
+		job.Args.retryAt = time.Now().Add(w.typ.Config.Retry.RetryDelay(job.Attempt, err))
+		return err
 	case !ok:
 		w.svc.metrics.StaleCompletions.Inc()
 	default:
