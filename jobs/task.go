@@ -40,7 +40,7 @@ type Task struct {
 
 // WorkflowRef ties a task to the workflow step it acts for.
 type WorkflowRef struct {
-	ExecutionID int64 `json:"execution_id"`
+	ExecutionID int64  `json:"execution_id"`
 	Step        string `json:"step"`
 	// Role is what the task does for the step: "task" runs the step's
 	// handler; the engine's own tasks are "delay", "wait_timeout",

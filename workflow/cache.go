@@ -36,7 +36,9 @@ func newContextCache(rdb redis.UniversalClient, prefix string, ttl time.Duration
 	return &contextCache{rdb: rdb, prefix: prefix, ttl: ttl, logger: logger}
 }
 
-func (c *contextCache) key(id int64) string { return c.prefix + "exec:" + strconv.FormatInt(id, 10) + ":ctx" }
+func (c *contextCache) key(id int64) string {
+	return c.prefix + "exec:" + strconv.FormatInt(id, 10) + ":ctx"
+}
 
 // usable reports whether to try Redis now.
 func (c *contextCache) usable() bool {

@@ -284,7 +284,9 @@ func validateTask(reg *jobs.Registry, t *TaskSpec, f string, add func(field, msg
 func findCycle(steps []Step) []string {
 	deps := make(map[string][]string, len(steps))
 	for _, s := range steps {
-		deps[s.Key] = s.DependsOn
+		if _, dup := deps[s.Key]; !dup { // a duplicate key is reported on its own
+			deps[s.Key] = s.DependsOn
+		}
 	}
 	const (
 		unvisited = iota
