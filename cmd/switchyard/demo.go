@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/db"
+	"github.com/switchyard/switchyard/demo"
 	"github.com/switchyard/switchyard/handlers"
 	"github.com/switchyard/switchyard/jobs"
+	"github.com/switchyard/switchyard/workflow"
 )
 
 // runDemo is the demo producer: it serves a small HTTP endpoint that
@@ -25,13 +27,15 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	var (
 		conn     connFlags
 		listen   string
-		bulk     int
-		deadline time.Duration
+		bulk        int
+		runWorkflow bool
+		deadline    time.Duration
 	)
 	fs := newFlagSet("demo", stderr)
 	conn.register(fs, false)
 	fs.StringVar(&listen, "demo-addr", "127.0.0.1:0", "address of the demo's HTTP endpoint, called by the http.request tasks")
 	fs.IntVar(&bulk, "bulk", 2000, "number of noop tasks enqueued in one batch to measure throughput (0 to skip)")
+	fs.BoolVar(&runWorkflow, "workflow", true, "also run the model deployment workflow (needs serve --demo-handlers)")
 	fs.DurationVar(&deadline, "deadline", 2*time.Minute, "give up if tasks are not final by then")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -51,7 +55,14 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err := handlers.RegisterBuiltins(registry, handlers.NewMux(), handlers.BuiltinConfig{}); err != nil {
 		return err
 	}
+	if err := demo.Register(registry, nil); err != nil {
+		return err
+	}
 	client, err := jobs.NewInsertOnlyClient(pool, registry)
+	if err != nil {
+		return err
+	}
+	engine, err := workflow.New(workflow.Config{}, workflow.Deps{Pool: pool, Jobs: client})
 	if err != nil {
 		return err
 	}
@@ -95,6 +106,12 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	fmt.Fprintf(stdout, "\nall %d tasks final after %s\n", len(mix), time.Since(started).Round(time.Millisecond))
+
+	if runWorkflow {
+		if err := demoWorkflow(ctx, engine, stdout); err != nil {
+			return err
+		}
+	}
 
 	if bulk > 0 {
 		bulkTag := run + "-bulk"
@@ -270,4 +287,74 @@ func newDemoEndpoint() http.Handler {
 		http.NotFound(w, r)
 	})
 	return mux
+}
+
+// demoWorkflow runs the model deployment workflow: it prints each step's
+// status changes, approves the deployment when the approval step waits for
+// it, and ends with the execution's history.
+func demoWorkflow(ctx context.Context, engine *workflow.Engine, stdout io.Writer) error {
+	var def workflow.Definition
+	if err := json.Unmarshal(demo.DeployModelWorkflow, &def); err != nil {
+		return fmt.Errorf("demo workflow: %w", err)
+	}
+	res, err := engine.Start(ctx, &def)
+	if err != nil {
+		return err
+	}
+	id := res.Execution.ID
+	fmt.Fprintf(stdout, "\nworkflow: started execution %d (%s, %d steps); follow it with `switchyard workflow get %d`\n\n", id, def.Name, len(def.Steps), id)
+	seen := map[string]string{}
+	approved := false
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		exec, err := engine.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, s := range exec.Steps {
+			label := s.Status
+			if s.Attempt > 1 {
+				label += fmt.Sprintf(" (attempt %d)", s.Attempt)
+			}
+			if seen[s.Key] == label {
+				continue
+			}
+			seen[s.Key] = label
+			detail := ""
+			if s.Error != "" {
+				detail = ": " + s.Error
+			}
+			fmt.Fprintf(stdout, "%s  step %-16s %-8s %s%s   [%3.0f%%]\n", time.Now().Format("15:04:05.000"), s.Key, s.Kind, label, detail, exec.Progress*100)
+			if s.Key == "approve" && s.Status == workflow.StepWaiting && !approved {
+				fmt.Fprintf(stdout, "%s  operator approves: signal \"approval\" sent\n", time.Now().Format("15:04:05.000"))
+				if _, err := engine.Signal(ctx, id, "approval", json.RawMessage(`{"approved_by":"demo-operator"}`), "demo-approval"); err != nil {
+					return err
+				}
+				approved = true
+			}
+		}
+		if exec.FinishedAt != nil {
+			fmt.Fprintf(stdout, "\nworkflow: execution %d %s after %s (%d/%d steps final)\n", id, exec.Status,
+				exec.FinishedAt.Sub(exec.CreatedAt).Round(time.Millisecond), exec.StepsFinal, exec.StepsTotal)
+			history, err := engine.History(ctx, id, 0, 0)
+			if err != nil {
+				return err
+			}
+			counts := map[string]int{}
+			for _, ev := range history {
+				counts[ev.Type]++
+			}
+			fmt.Fprintf(stdout, "history: %d events %v\n", len(history), counts)
+			if exec.Status != workflow.StatusCompleted {
+				return fmt.Errorf("demo workflow ended %s: %s", exec.Status, exec.Error)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("demo workflow not finished in time (is `switchyard serve --demo-handlers` running?): %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
