@@ -25,8 +25,8 @@ import (
 // are final. A `switchyard serve` on the same machine works the tasks.
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var (
-		conn     connFlags
-		listen   string
+		conn        connFlags
+		listen      string
 		bulk        int
 		runWorkflow bool
 		deadline    time.Duration
