@@ -49,7 +49,7 @@ type testBundle struct {
 	flaky    map[string]int               // failures left per step
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	b := &testBundle{
 		pool: dbtest.NewPool(t), rdb: dbtest.Redis(t), prefix: dbtest.KeyPrefix(t), reg: jobs.NewRegistry(),
@@ -108,7 +108,7 @@ func (b *testBundle) handle(ctx context.Context, task *jobs.Task) (any, error) {
 
 // startWorker starts a worker pod (a processing.Service with the engine),
 // stopped at cleanup or by the returned func.
-func (b *testBundle) startWorker(t *testing.T) (stop func()) {
+func (b *testBundle) startWorker(t testing.TB) (stop func()) {
 	t.Helper()
 	mux := handlers.NewMux()
 	mux.HandleFunc("wf.step", b.handle)
@@ -149,7 +149,7 @@ func (b *testBundle) start(t *testing.T, def *workflow.Definition) *workflow.Exe
 }
 
 // waitFor polls the execution until cond holds or 20 seconds pass.
-func (b *testBundle) waitFor(t *testing.T, id int64, what string, cond func(*workflow.Execution) bool) *workflow.Execution {
+func (b *testBundle) waitFor(t testing.TB, id int64, what string, cond func(*workflow.Execution) bool) *workflow.Execution {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -172,7 +172,7 @@ func (b *testBundle) waitFor(t *testing.T, id int64, what string, cond func(*wor
 	}
 }
 
-func (b *testBundle) waitStatus(t *testing.T, id int64, status string) *workflow.Execution {
+func (b *testBundle) waitStatus(t testing.TB, id int64, status string) *workflow.Execution {
 	t.Helper()
 	return b.waitFor(t, id, "status "+status, func(e *workflow.Execution) bool { return e.Status == status })
 }
