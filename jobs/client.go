@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -174,6 +175,9 @@ func (c *Client) prepare(p EnqueueParams) (preparedTask, error) {
 		return preparedTask{}, &ValidationError{Field: "type", Message: "is required"}
 	}
 	typ, err := c.registry.Lookup(p.Args.TaskType())
+	if _, raw := p.Args.(RawArgs); err == nil && raw && typ.Config.Internal {
+		err = fmt.Errorf("%w %q (known: %s)", ErrUnknownType, typ.Name, strings.Join(c.registry.Names(), ", "))
+	}
 	if err != nil {
 		return preparedTask{}, &ValidationError{Field: "type", Message: err.Error(), Err: err}
 	}

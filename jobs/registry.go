@@ -25,6 +25,9 @@ type TypeConfig struct {
 	Timeout time.Duration
 	// Retry is the retry policy; its MaxAttempts is the default for tasks.
 	Retry RetryPolicy
+	// Internal types are Switchyard's own (workflow control tasks): not
+	// listed by Names and not accepted in raw form from producers.
+	Internal bool
 }
 
 // Defaults for TypeConfig.
@@ -140,8 +143,10 @@ func (r *Registry) Names() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	names := make([]string, 0, len(r.types))
-	for n := range r.types {
-		names = append(names, n)
+	for n, t := range r.types {
+		if !t.Config.Internal {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return names

@@ -121,4 +121,3 @@ func dispatchLatencies(b *testing.B, bundle *testBundle, id int64) []time.Durati
 	}
 	return out
 }
-

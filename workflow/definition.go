@@ -247,6 +247,9 @@ func (d *Definition) validate(reg *jobs.Registry, prefix string, depth int, errs
 
 func validateTask(reg *jobs.Registry, t *TaskSpec, f string, add func(field, msg string)) {
 	typ, err := reg.Lookup(t.Type)
+	if err == nil && typ.Config.Internal {
+		err = fmt.Errorf("%w %q: an internal type", jobs.ErrUnknownType, t.Type)
+	}
 	if err != nil {
 		add(f+"type", err.Error())
 		return

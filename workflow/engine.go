@@ -89,8 +89,9 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	reg := deps.Jobs.Registry()
 	if _, err := reg.Lookup(ControlTaskType); err != nil {
 		err := jobs.Register[controlArgs](reg, jobs.TypeConfig{
-			Queue:   cfg.ControlQueue,
-			Timeout: 30 * time.Second,
+			Queue:    cfg.ControlQueue,
+			Timeout:  30 * time.Second,
+			Internal: true,
 			// A control task only fails when Postgres does; keep trying.
 			Retry: jobs.RetryPolicy{MaxAttempts: 1000, InitialBackoff: time.Second, Multiplier: 2, MaxBackoff: time.Minute, Jitter: 0.1},
 		})
