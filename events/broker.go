@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -25,6 +26,11 @@ const (
 	// context even when the broker's has ended.
 	closeTimeout = 5 * time.Second
 )
+
+// channels are the notification channels the broker listens on, all on its
+// one connection: a batch of either kind then arrives in commit order with
+// the others, and one reconnect (one Resync) covers both.
+var channels = []string{Channel, ExecutionChannel}
 
 // Broker listens on Postgres with one dedicated connection and fans out to
 // subscribers. It is safe for concurrent use. Start it once; once stopped it
@@ -107,7 +113,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.ready.Store(true)
 	b.broadcast(Batch{Resync: true})
 	go b.run(runCtx, conn)
-	b.logger.Info("event broker listening", "channel", Channel)
+	b.logger.Info("event broker listening", "channels", channels)
 	return nil
 }
 
@@ -232,7 +238,7 @@ func (b *Broker) listen(ctx context.Context, conn *pgx.Conn) error {
 		cancel()
 		switch {
 		case err == nil:
-			b.deliver(n.Payload)
+			b.deliver(n)
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded):
@@ -251,12 +257,12 @@ func (b *Broker) listen(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // deliver decodes one notification and sends it to every subscriber.
-func (b *Broker) deliver(payload string) {
-	batch, err := parseBatch(payload)
+func (b *Broker) deliver(n *pgconn.Notification) {
+	batch, err := parseBatch(n.Channel, n.Payload)
 	if err != nil {
 		// Only a trigger from another version of the schema could send
 		// this. The changes it described are lost, so say so.
-		b.logger.Warn("event broker dropped an unreadable notification", "err", err, "payload", payload)
+		b.logger.Warn("event broker dropped an unreadable notification", "err", err, "channel", n.Channel, "payload", n.Payload)
 		batch = Batch{Resync: true}
 	}
 	b.broadcast(batch)
@@ -285,7 +291,7 @@ func (b *Broker) shutdown() {
 }
 
 // connect returns a connection of its own, named for pg_stat_activity and
-// listening on Channel.
+// listening on every channel.
 func (b *Broker) connect(ctx context.Context) (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -298,9 +304,11 @@ func (b *Broker) connect(ctx context.Context) (*pgx.Conn, error) {
 		closeConn(conn)
 		return nil, fmt.Errorf("set listener application_name: %w", err)
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{Channel}.Sanitize()); err != nil {
-		closeConn(conn)
-		return nil, fmt.Errorf("listen on %s: %w", Channel, err)
+	for _, ch := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			closeConn(conn)
+			return nil, fmt.Errorf("listen on %s: %w", ch, err)
+		}
 	}
 	return conn, nil
 }

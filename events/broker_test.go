@@ -311,18 +311,24 @@ func TestUnsubscribe(t *testing.T) {
 }
 
 // TestSlowSubscriber: a subscriber that never reads does not hold up
-// another, and when it finally reads, every change is either delivered or
-// counted in a coalesced batch.
+// another, and when it finally reads, every change, task or execution
+// event, is either delivered or counted in a coalesced batch.
 func TestSlowSubscriber(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewPool(t)
 	const buffer, changes = 4, 20
 	b := startBroker(t, pool, events.Config{BufferSize: buffer})
 	slow, fast := subscribe(t, b), subscribe(t, b)
+	execID := insertExecution(t, pool)
 
 	for i := range changes {
-		id := insertJob(t, pool, fmt.Sprint("job", i))
-		assertEvent(t, next(t, fast), id, jobs.StateQueued, 0)
+		if i%2 == 0 {
+			id := insertJob(t, pool, fmt.Sprint("job", i))
+			assertEvent(t, next(t, fast), id, jobs.StateQueued, 0)
+		} else {
+			e := appendEvent(t, pool, execID, fmt.Sprint("event", i), nil)
+			assertExecution(t, next(t, fast), e)
+		}
 	}
 	// The fast subscriber may get a batch before the broker has queued it
 	// for the slow one. The broker handles notifications one at a time, so
@@ -335,10 +341,11 @@ func TestSlowSubscriber(t *testing.T) {
 	for delivered+counted < changes {
 		batch := next(t, slow)
 		batches++
-		t.Logf("slow got %d events, truncated %d, resync %v", len(batch.Events), batch.Truncated, batch.Resync)
-		delivered += len(batch.Events)
+		t.Logf("slow got %d task events, %d execution events, truncated %d, resync %v",
+			len(batch.Events), len(batch.Executions), batch.Truncated, batch.Resync)
+		delivered += len(batch.Events) + len(batch.Executions)
 		counted += batch.Truncated
-		if len(batch.Events) == 0 && batch.Truncated > 0 {
+		if len(batch.Events)+len(batch.Executions) == 0 && batch.Truncated > 0 {
 			coalesced = true
 		}
 	}
@@ -411,6 +418,9 @@ func TestReconnect(t *testing.T) {
 
 	id := insertJob(t, pool, "after_reconnect")
 	assertEvent(t, next(t, ch), id, jobs.StateQueued, 0)
+	// The new connection listens on both channels.
+	e := appendEvent(t, pool, insertExecution(t, pool), "after_reconnect", nil)
+	assertExecution(t, next(t, ch), e)
 }
 
 // TestQuietConnectionIsPinged: a connection quiet for PingInterval is pinged
@@ -694,10 +704,17 @@ func TestUnreadableNotification(t *testing.T) {
 	b := startBroker(t, pool, events.Config{})
 	ch := subscribe(t, b)
 
-	for _, payload := range []string{`not json`, `{"tasks":[]}`, `{"tasks":[],"truncated":-1}`} {
-		exec(t, pool, "SELECT pg_notify($1, $2)", events.Channel, payload)
-		if batch := next(t, ch); !batch.Resync || len(batch.Events) != 0 {
-			t.Errorf("payload %s: batch %+v, want a resync", payload, batch)
+	for _, n := range []struct{ channel, payload string }{
+		{events.Channel, `not json`},
+		{events.Channel, `{"tasks":[]}`},
+		{events.Channel, `{"tasks":[],"truncated":-1}`},
+		{events.ExecutionChannel, `not json`},
+		{events.ExecutionChannel, `{"executions":[]}`},
+		{events.ExecutionChannel, `{"tasks":[{"id":1,"type":"noop","queue":"default","state":"available","attempt":0}]}`},
+	} {
+		exec(t, pool, "SELECT pg_notify($1, $2)", n.channel, n.payload)
+		if batch := next(t, ch); !batch.Resync || len(batch.Events) != 0 || len(batch.Executions) != 0 {
+			t.Errorf("payload %s on %s: batch %+v, want a resync", n.payload, n.channel, batch)
 		}
 	}
 	id := insertJob(t, pool, "after_garbage")
