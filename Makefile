@@ -34,7 +34,7 @@ demo: services build
 	export SWITCHYARD_API_TOKENS="demo:admin:$(DEMO_TOKEN)"; \
 	mkdir -p .local; \
 	bin/switchyard migrate up; \
-	bin/switchyard serve --http-addr 127.0.0.1:$(DEMO_PORT) >.local/serve.log 2>&1 & \
+	bin/switchyard serve --demo-handlers --http-addr 127.0.0.1:$(DEMO_PORT) >.local/serve.log 2>&1 & \
 	pid=$$!; echo "$$pid" >.local/serve.pid; \
 	trap 'kill -TERM $$pid 2>/dev/null || true; wait $$pid || true; rm -f .local/serve.pid' EXIT; \
 	trap 'exit 130' INT TERM; \

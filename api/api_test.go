@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/events"
 	"github.com/switchyard/switchyard/handlers"
 	"github.com/switchyard/switchyard/jobs"
+	"github.com/switchyard/switchyard/workflow"
 )
 
 // Token secrets of the tests.
@@ -29,10 +30,13 @@ const (
 )
 
 type testBundle struct {
-	pool   *pgxpool.Pool
-	jobs   *jobs.Client
-	server *httptest.Server
-	api    *Server
+	pool      *pgxpool.Pool
+	registry  *jobs.Registry
+	mux       *handlers.Mux // the built-ins' and the workflow engine's handlers, for startWorker
+	jobs      *jobs.Client
+	workflows *workflow.Engine
+	server    *httptest.Server
+	api       *Server
 }
 
 type setupOpts struct {
@@ -43,13 +47,19 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
 	registry := jobs.NewRegistry()
-	if err := handlers.RegisterBuiltins(registry, handlers.NewMux(), handlers.BuiltinConfig{}); err != nil {
+	mux := handlers.NewMux()
+	if err := handlers.RegisterBuiltins(registry, mux, handlers.BuiltinConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	client, err := jobs.NewInsertOnlyClient(pool, registry)
 	if err != nil {
 		t.Fatal(err)
 	}
+	engine, err := workflow.New(workflow.Config{}, workflow.Deps{Pool: pool, Jobs: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine.RegisterHandlers(mux)
 	broker := events.NewBroker(pool, events.Config{}, nil)
 	if err := broker.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -61,14 +71,14 @@ func setup(t testing.TB, opts setupOpts) *testBundle {
 		NewToken("writer", ScopeWrite, writeToken),
 		NewToken("admin", ScopeAdmin, adminToken),
 	}
-	srv, err := New(cfg, Deps{Jobs: client, Pool: pool, Events: broker, Metrics: prometheus.NewRegistry()})
+	srv, err := New(cfg, Deps{Jobs: client, Pool: pool, Workflows: engine, Events: broker, Metrics: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.MarkStarted()
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	return &testBundle{pool: pool, jobs: client, server: ts, api: srv}
+	return &testBundle{pool: pool, registry: registry, mux: mux, jobs: client, workflows: engine, server: ts, api: srv}
 }
 
 // do sends a request and returns the response and its body.

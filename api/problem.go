@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/switchyard/switchyard/db"
 	"github.com/switchyard/switchyard/jobs"
+	"github.com/switchyard/switchyard/workflow"
 )
 
 // problemBase prefixes every problem type URI. The URIs are stable: clients
@@ -64,12 +66,18 @@ var (
 // become HTTP statuses.
 func problemFor(err error, known func() []string) Problem {
 	var (
-		ve  *jobs.ValidationError
-		re  *requestError
-		ae  *authError
-		mbe *http.MaxBytesError
+		ve    *jobs.ValidationError
+		re    *requestError
+		ae    *authError
+		mbe   *http.MaxBytesError
+		wfErr workflow.ValidationErrors
+		fErr  fieldErrors
 	)
 	switch {
+	case errors.As(err, &wfErr):
+		return validationProblem(err.Error(), wfErr, known)
+	case errors.As(err, &fErr):
+		return validationProblem(err.Error(), fErr, known)
 	case errors.As(err, &mbe):
 		return Problem{Type: problemBase + "body-too-large", Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
 			Detail: fmt.Sprintf("the request body exceeds the limit of %d bytes", mbe.Limit)}
@@ -99,6 +107,12 @@ func problemFor(err error, known func() []string) Problem {
 		return Problem{Type: problemBase + "not-found", Title: "Not found", Status: http.StatusNotFound, Detail: "no such endpoint; see /openapi.yaml"}
 	case errors.Is(err, jobs.ErrNotFound):
 		return Problem{Type: problemBase + "not-found", Title: "Task not found", Status: http.StatusNotFound, Detail: err.Error()}
+	case errors.Is(err, workflow.ErrNotFound):
+		return Problem{Type: problemBase + "not-found", Title: "Execution not found", Status: http.StatusNotFound, Detail: err.Error()}
+	case errors.Is(err, workflow.ErrInvalidState):
+		return Problem{Type: problemBase + "invalid-state", Title: "Not valid in the execution's status", Status: http.StatusConflict, Detail: err.Error()}
+	case errors.Is(err, workflow.ErrUnknownSignal):
+		return Problem{Type: problemBase + "invalid-state", Title: "No step waits for this signal", Status: http.StatusConflict, Detail: err.Error()}
 	case errors.Is(err, jobs.ErrQueueNotFound):
 		return Problem{Type: problemBase + "not-found", Title: "Queue not found", Status: http.StatusNotFound, Detail: err.Error()}
 	case errors.Is(err, jobs.ErrInvalidState):
@@ -113,6 +127,23 @@ func problemFor(err error, known func() []string) Problem {
 	}
 	return Problem{Type: problemBase + "internal", Title: "Internal server error", Status: http.StatusInternalServerError,
 		Detail: "an unexpected error occurred; it has been logged"}
+}
+
+// validationProblem is the 422 listing every invalid field of a request
+// (a workflow definition's problems all at once). When a step names an
+// unknown task type, the registered types are listed too.
+func validationProblem(detail string, list []*jobs.ValidationError, known func() []string) Problem {
+	p := Problem{Type: problemBase + "validation-failed", Title: "Validation failed", Status: http.StatusUnprocessableEntity,
+		Detail: detail, Errors: make([]FieldError, len(list))}
+	unknownType := false
+	for i, e := range list {
+		p.Errors[i] = FieldError{Field: e.Field, Message: e.Message}
+		unknownType = unknownType || errors.Is(e, jobs.ErrUnknownType) || strings.HasPrefix(e.Message, jobs.ErrUnknownType.Error())
+	}
+	if unknownType && known != nil {
+		p.KnownTypes = known()
+	}
+	return p
 }
 
 // writeError writes err as problem+json. Internal errors are logged, not

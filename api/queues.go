@@ -2,7 +2,8 @@ package api
 
 import (
 	"net/http"
-	"regexp"
+
+	"github.com/switchyard/switchyard/jobs"
 )
 
 func (s *Server) handleQueueList(w http.ResponseWriter, r *http.Request) {
@@ -13,8 +14,6 @@ func (s *Server) handleQueueList(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"queues": queues})
 }
-
-var queuePathRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_\-]{0,127}$`)
 
 func (s *Server) handleQueuePause(w http.ResponseWriter, r *http.Request) {
 	s.queueAction(w, r, true)
@@ -27,8 +26,8 @@ func (s *Server) handleQueueResume(w http.ResponseWriter, r *http.Request) {
 // queueAction pauses or resumes the queue of the path and writes its state.
 func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, pause bool) {
 	name := r.PathValue("name")
-	if !queuePathRE.MatchString(name) {
-		s.writeError(w, r, badRequest("invalid-parameter", "invalid queue name", FieldError{Field: "name", Message: "must match " + queuePathRE.String()}))
+	if err := jobs.ValidateQueueName(name); err != nil {
+		s.writeError(w, r, badRequest("invalid-parameter", "invalid queue name", FieldError{Field: "name", Message: err.Error()}))
 		return
 	}
 	op := s.deps.Jobs.QueueResume

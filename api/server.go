@@ -1,7 +1,8 @@
-// Package api is Switchyard's HTTP API: tasks, queues, workers and a
-// Server-Sent Events stream under /v1, plus the operational endpoints
-// (/metrics, /healthz, /readyz, /openapi.yaml). routes.go holds the whole
-// surface; problem.go maps every domain error to HTTP in one function.
+// Package api is Switchyard's HTTP API: tasks, workflow executions, queues,
+// workers and a Server-Sent Events stream under /v1, plus the operational
+// endpoints (/metrics, /healthz, /readyz, /openapi.yaml). routes.go holds
+// the whole surface; problem.go maps every domain error to HTTP in one
+// function.
 package api
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	"github.com/switchyard/switchyard/events"
 	"github.com/switchyard/switchyard/jobs"
+	"github.com/switchyard/switchyard/workflow"
 )
 
 // OpenAPI is the API's OpenAPI 3.1 document, the contract of this package.
@@ -75,6 +77,8 @@ type eventSource interface {
 type Deps struct {
 	Jobs *jobs.Client
 	Pool *pgxpool.Pool
+	// Workflows serves /v1/workflows and /v1/executions.
+	Workflows *workflow.Engine
 	// Events feeds /v1/events.
 	Events eventSource
 	// Metrics is exposed at /metrics.
@@ -116,8 +120,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		if len(cfg.Tokens) == 0 {
 			return nil, errors.New("api: no API tokens configured: set SWITCHYARD_API_TOKENS or SWITCHYARD_API_TOKENS_FILE (NAME:SCOPE:SECRET), or run without the API (--api=false)")
 		}
-		if deps.Jobs == nil || deps.Pool == nil || deps.Events == nil {
-			return nil, errors.New("api: Deps.Jobs, Deps.Pool and Deps.Events are required")
+		if deps.Jobs == nil || deps.Pool == nil || deps.Events == nil || deps.Workflows == nil {
+			return nil, errors.New("api: Deps.Jobs, Deps.Pool, Deps.Events and Deps.Workflows are required")
 		}
 	}
 	s := &Server{cfg: cfg, deps: deps, logger: deps.Logger, ready: make(chan struct{})}

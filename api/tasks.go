@@ -1,15 +1,12 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/jobs"
@@ -78,66 +75,6 @@ func taskView(t *jobs.Task) taskResponse {
 		t.Args = json.RawMessage("{}")
 	}
 	return v
-}
-
-// decodeBody decodes a JSON request body into v strictly: malformed JSON
-// and a body that is not one value are 400; unknown fields and wrong types
-// are 422 naming the field (prefix "" for the top level).
-func decodeBody(r *http.Request, v any) error {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return err // *http.MaxBytesError → 413
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest("malformed-json", "the request body is empty; send a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var (
-			syntaxErr *json.SyntaxError
-			typeErr   *json.UnmarshalTypeError
-		)
-		switch {
-		case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
-			return badRequest("malformed-json", "the request body is not valid JSON: "+err.Error())
-		case errors.As(err, &typeErr):
-			field := typeErr.Field
-			if field == "" {
-				return badRequest("malformed-json", "the request body must be a JSON object")
-			}
-			return &jobs.ValidationError{Field: field, Message: fmt.Sprintf("must be %s, got %s", jsonType(typeErr.Type.String()), typeErr.Value)}
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return &jobs.ValidationError{Field: name, Message: "unknown field"}
-		}
-		var timeErr *time.ParseError
-		if errors.As(err, &timeErr) {
-			return &jobs.ValidationError{Field: "run_at", Message: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z"}
-		}
-		return badRequest("malformed-json", "the request body could not be decoded: "+err.Error())
-	}
-	if dec.More() {
-		return badRequest("malformed-json", "the request body must hold exactly one JSON value")
-	}
-	return nil
-}
-
-// jsonType names a Go type the way a JSON client thinks of it.
-func jsonType(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"), strings.HasPrefix(goType, "float"):
-		return "a number"
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "a boolean"
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case strings.HasPrefix(goType, "map"), strings.Contains(goType, "."):
-		return "an object"
-	}
-	return goType
 }
 
 func (s *Server) handleTaskCreate(w http.ResponseWriter, r *http.Request) {

@@ -195,8 +195,8 @@ func (c *Client) prepare(p EnqueueParams) (preparedTask, error) {
 	cfg := typ.Config
 	opts := &river.InsertOpts{Queue: cfg.Queue, Priority: cfg.Priority, MaxAttempts: cfg.Retry.MaxAttempts, Tags: o.Tags}
 	if o.Queue != "" {
-		if !queueNameRE.MatchString(o.Queue) {
-			return preparedTask{}, &ValidationError{Field: "queue", Message: "must match " + queueNameRE.String()}
+		if err := ValidateQueueName(o.Queue); err != nil {
+			return preparedTask{}, &ValidationError{Field: "queue", Message: err.Error()}
 		}
 		opts.Queue = o.Queue
 	}

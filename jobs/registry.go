@@ -73,7 +73,17 @@ func NewRegistry() *Registry {
 }
 
 var typeNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:\-]{0,127}$`)
-var queueNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_\-]{0,127}$`)
+// queueNameRE is the form of a queue name; River stores at most 64 bytes.
+var queueNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_\-]{0,63}$`)
+
+// ValidateQueueName checks a queue name: 1 to 64 lowercase letters,
+// digits, '_' or '-', starting with a letter or digit.
+func ValidateQueueName(name string) error {
+	if !queueNameRE.MatchString(name) {
+		return fmt.Errorf("queue name %q must be 1-64 lowercase letters, digits, '_' or '-', starting with a letter or digit", name)
+	}
+	return nil
+}
 
 // Register adds the task type whose arguments are A. Arguments sent in raw
 // JSON form (RawArgs) are checked by decoding them into A, so an HTTP
@@ -112,8 +122,8 @@ func (r *Registry) add(name string, cfg TypeConfig, decode func(json.RawMessage)
 		return fmt.Errorf("register task type %q: name must match %s", name, typeNameRE)
 	}
 	cfg = cfg.WithDefaults()
-	if !queueNameRE.MatchString(cfg.Queue) {
-		return fmt.Errorf("register task type %q: queue %q must match %s", name, cfg.Queue, queueNameRE)
+	if err := ValidateQueueName(cfg.Queue); err != nil {
+		return fmt.Errorf("register task type %q: %w", name, err)
 	}
 	if cfg.Priority < 1 || cfg.Priority > 4 {
 		return fmt.Errorf("register task type %q: priority %d not in 1..4", name, cfg.Priority)

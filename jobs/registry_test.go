@@ -251,8 +251,12 @@ func TestRegister(t *testing.T) {
 		if err := jobs.Register[countArgs](reg, jobs.TypeConfig{Queue: "0-mail_out", Priority: 4}); err != nil {
 			t.Errorf("Register: %v", err)
 		}
-		if err := jobs.Register[otherArgs](reg, jobs.TypeConfig{Queue: strings.Repeat("q", 128), Priority: 1}); err != nil {
-			t.Errorf("Register with a 128-character queue: %v", err)
+		if err := jobs.Register[otherArgs](reg, jobs.TypeConfig{Queue: strings.Repeat("q", 64), Priority: 1}); err != nil {
+			t.Errorf("Register with a 64-character queue: %v", err)
+		}
+		// River stores at most 64 bytes of a queue name.
+		if err := jobs.Register[longNameArgs](reg, jobs.TypeConfig{Queue: strings.Repeat("q", 65)}); err == nil {
+			t.Error("Register with a 65-character queue: want an error")
 		}
 	})
 }

@@ -3,9 +3,10 @@ package processing
 import (
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/switchyard/switchyard/jobs"
 )
 
 // Config configures a Service. Zero fields take the defaults of
@@ -144,13 +145,11 @@ func (c GuardConfig) WithDefaults() GuardConfig {
 	return c
 }
 
-var queueRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_\-]{0,127}$`)
-
 // validate checks a defaulted Config.
 func (c Config) validate() error {
 	for q, n := range c.Queues {
-		if !queueRE.MatchString(q) {
-			return fmt.Errorf("queue %q: name must match %s", q, queueRE)
+		if err := jobs.ValidateQueueName(q); err != nil {
+			return err
 		}
 		if n < 1 || n > 10000 {
 			return fmt.Errorf("queue %q: executor size %d not in 1..10000", q, n)

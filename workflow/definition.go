@@ -261,6 +261,11 @@ func validateTask(reg *jobs.Registry, t *TaskSpec, f string, add func(field, msg
 			add(f+"args", err.Error())
 		}
 	}
+	if t.Queue != "" {
+		if err := jobs.ValidateQueueName(t.Queue); err != nil {
+			add(f+"queue", err.Error())
+		}
+	}
 	if t.Priority < 0 || t.Priority > 4 {
 		add(f+"priority", "must be between 1 and 4")
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/events"
 	"github.com/switchyard/switchyard/handlers"
 	"github.com/switchyard/switchyard/jobs"
+	"github.com/switchyard/switchyard/workflow"
 )
 
 // Token secrets of the client tests.
@@ -42,6 +43,10 @@ func startAPI(t *testing.T) *apiFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	workflows, err := workflow.New(workflow.Config{}, workflow.Deps{Pool: pool, Jobs: client})
+	if err != nil {
+		t.Fatal(err)
+	}
 	broker := events.NewBroker(pool, events.Config{}, nil)
 	if err := broker.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -51,7 +56,7 @@ func startAPI(t *testing.T) *apiFixture {
 		api.NewToken("reader", api.ScopeRead, cliReadToken),
 		api.NewToken("writer", api.ScopeWrite, cliWriteToken),
 		api.NewToken("admin", api.ScopeAdmin, cliAdminToken),
-	}}, api.Deps{Jobs: client, Pool: pool, Events: broker, Metrics: prometheus.NewRegistry()})
+	}}, api.Deps{Jobs: client, Pool: pool, Workflows: workflows, Events: broker, Metrics: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ Usage:
   switchyard demo     [flags]                 enqueue a mix of tasks and show them move through states
   switchyard task     SUBCOMMAND ...          enqueue, get, list, cancel or retry tasks through the HTTP API
   switchyard queue    list | pause | resume   list, pause or resume queues through the HTTP API
+  switchyard workflow SUBCOMMAND ...          start, inspect, signal or control workflow executions through the HTTP API
   switchyard workers                          list the live worker pods through the HTTP API
   switchyard version                          print the version
 
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runTask(ctx, rest, getenv, stdout, stderr)
 	case "queue":
 		return runQueue(ctx, rest, getenv, stdout, stderr)
+	case "workflow":
+		return runWorkflow(ctx, rest, getenv, stdout, stderr)
 	case "workers":
 		return runWorkers(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-v":

@@ -17,12 +17,14 @@ import (
 
 	"github.com/switchyard/switchyard/api"
 	"github.com/switchyard/switchyard/db"
+	"github.com/switchyard/switchyard/demo"
 	"github.com/switchyard/switchyard/events"
 	"github.com/switchyard/switchyard/handlers"
 	"github.com/switchyard/switchyard/jobs"
 	"github.com/switchyard/switchyard/metrics"
 	"github.com/switchyard/switchyard/migrations"
 	"github.com/switchyard/switchyard/processing"
+	"github.com/switchyard/switchyard/workflow"
 )
 
 // serveFlags are the settings of switchyard serve.
@@ -36,6 +38,7 @@ type serveFlags struct {
 	apiTokensFile     string
 	maxBodyBytes      int64
 	metricsAuth       bool
+	demoHandlers      bool
 	queues            queuesFlag
 	guardMode         string
 	guardTTL          time.Duration
@@ -58,6 +61,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.StringVar(&f.apiTokensFile, "api-tokens-file", "", "file of API tokens, one NAME:SCOPE:SECRET per line")
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest accepted request body")
 	fs.BoolVar(&f.metricsAuth, "metrics-auth", false, "require a read token for /metrics")
+	fs.BoolVar(&f.demoHandlers, "demo-handlers", false, "also register the demo's simulated model-deployment handlers (make demo)")
 	fs.Var(f.queues, "queues", "queues to work and their executor sizes, e.g. default=10,email=5")
 	fs.StringVar(&f.guardMode, "guard-mode", string(processing.GuardBestEffort), "when Redis is unreachable: best-effort (run unguarded), strict (snooze), off (no guard)")
 	fs.DurationVar(&f.guardTTL, "guard-ttl", processing.DefaultGuardTTL, "guard lock TTL; refreshed every TTL/3")
@@ -131,12 +135,26 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := handlers.RegisterBuiltins(registry, mux, handlers.BuiltinConfig{}); err != nil {
 		return err
 	}
+	if f.demoHandlers {
+		if err := demo.Register(registry, mux); err != nil {
+			return err
+		}
+	}
+	// One insert-only client serves the API and the workflow engine: River
+	// announces every insert with a notification, so this pod's workers
+	// wake up for it all the same.
+	client, err := jobs.NewInsertOnlyClient(pool, registry)
+	if err != nil {
+		return err
+	}
+	workflows, err := workflow.New(workflow.Config{CacheKeyPrefix: f.guardKeyPrefix}, workflow.Deps{Pool: pool, Jobs: client, Redis: rdb, Logger: logger})
+	if err != nil {
+		return err
+	}
 
-	var (
-		svc    *processing.Service
-		client *jobs.Client
-	)
+	var svc *processing.Service
 	if f.runWorkers {
+		workflows.RegisterHandlers(mux)
 		svc, err = processing.New(processing.Config{
 			Version: buildVersion(),
 			Queues:  f.queues,
@@ -149,13 +167,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			HeartbeatInterval: f.heartbeat,
 			FetchCooldown:     f.fetchCooldown,
 			FetchPollInterval: f.fetchPollInterval,
-		}, processing.Deps{Pool: pool, Redis: rdb, Registry: registry, Handlers: mux, Metrics: m, Logger: logger})
+		}, processing.Deps{Pool: pool, Redis: rdb, Registry: registry, Handlers: mux, Metrics: m, Logger: logger, Workflow: workflows})
 		if err != nil {
 			return err
 		}
-		client = jobs.NewClient(pool, registry, svc.RiverClient())
-	} else if client, err = jobs.NewInsertOnlyClient(pool, registry); err != nil {
-		return err
 	}
 
 	var broker *events.Broker
@@ -170,6 +185,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}, api.Deps{
 		Jobs:          client,
 		Pool:          pool,
+		Workflows:     workflows,
 		Events:        eventSource(broker),
 		Metrics:       reg,
 		Ready:         readiness(pool, rdb, mode == processing.GuardStrict),
