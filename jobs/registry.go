@@ -73,6 +73,7 @@ func NewRegistry() *Registry {
 }
 
 var typeNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:\-]{0,127}$`)
+
 // queueNameRE is the form of a queue name; River stores at most 64 bytes.
 var queueNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_\-]{0,63}$`)
 
