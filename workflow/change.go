@@ -206,7 +206,7 @@ func (c *change) advance(ctx context.Context) error {
 			progressed = true
 		}
 	}
-	return c.finishIfDone()
+	return c.finishIfDone(ctx)
 }
 
 // dispatch starts a ready step according to its kind.
@@ -352,12 +352,11 @@ func (c *change) stop(ctx context.Context, status, reason, pendingStatus string)
 		c.event("step_cancelled", s, map[string]any{"reason": reason})
 	}
 	c.event("execution_"+status, nil, map[string]any{"reason": reason})
-	c.finished()
-	return nil
+	return c.finished(ctx)
 }
 
 // finishIfDone completes the execution when every step is final.
-func (c *change) finishIfDone() error {
+func (c *change) finishIfDone(ctx context.Context) error {
 	if executionFinal(c.exec.Status) {
 		return nil
 	}
@@ -368,17 +367,23 @@ func (c *change) finishIfDone() error {
 	}
 	c.setStatus(StatusCompleted, "")
 	c.event("execution_completed", nil, nil)
-	c.finished()
-	return nil
+	return c.finished(ctx)
 }
 
-// finished runs when the execution reaches a final status: the cache goes,
-// and a parent execution is told through a control task.
-func (c *change) finished() {
+// finished runs when the execution reaches a final status: its timeout
+// timer is cancelled, the cache goes, and a parent execution is told
+// through a control task.
+func (c *change) finished(ctx context.Context) error {
 	c.dropCache = true
+	if id := c.exec.TimeoutTaskID; id != nil {
+		if _, err := c.e.jobs.CancelTx(ctx, c.tx, *id); err != nil && !errors.Is(err, jobs.ErrNotFound) {
+			return fmt.Errorf("cancel execution timer: %w", err)
+		}
+	}
 	if c.exec.ParentExecutionID != nil && c.exec.ParentStepKey != nil {
 		c.controlFor(*c.exec.ParentExecutionID, "child_finished", *c.exec.ParentStepKey, c.exec.ID, time.Time{}, nil)
 	}
+	return nil
 }
 
 // flush writes everything the change did: new tasks first (steps record
