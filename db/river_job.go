@@ -91,3 +91,70 @@ func JobRetryIfClaimed(ctx context.Context, q DBTX, c Claim, retryAt time.Time, 
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// RescuedJob is a task the rescuer returned to the queue (or failed).
+type RescuedJob struct {
+	Claim
+	Kind     string
+	Queue    string
+	State    string // available or discarded
+	Pod      string // the pod that had claimed it
+	Metadata []byte
+}
+
+// The claimer is the last entry of attempted_by (River appends the client
+// id at each claim). A claim is abandoned when its pod has no heartbeat
+// newer than staleAfter — the row is stale, or gone without the pod having
+// returned its tasks — and the claim itself is older than staleAfter (a
+// pod registers before it claims, so a fresh claim always has a live row).
+// The update is fenced on the claim, so a task that moved on meanwhile
+// (completed, or claimed again) is never touched. Tasks out of attempts are
+// discarded, except workflow tasks (see JobRescueAbandoned).
+const jobRescueAbandonedSQL = `
+WITH abandoned AS (
+    SELECT j.id, j.attempt, j.attempted_at, j.attempted_by[array_length(j.attempted_by, 1)] AS pod,
+           j.attempt >= j.max_attempts AS exhausted
+    FROM river_job j
+    WHERE j.state = 'running'
+      AND j.attempted_at < now() - make_interval(secs => $1::float8)
+      AND NOT EXISTS (
+          SELECT 1 FROM switchyard_pod p
+          WHERE p.id = j.attempted_by[array_length(j.attempted_by, 1)]
+            AND p.heartbeat_at >= now() - make_interval(secs => $1::float8))
+    ORDER BY j.id
+    LIMIT $2
+    FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE river_job j
+SET state = CASE WHEN a.exhausted AND NOT (j.metadata->'switchyard' ? 'workflow') THEN 'discarded'::river_job_state
+                 ELSE 'available'::river_job_state END,
+    finalized_at = CASE WHEN a.exhausted AND NOT (j.metadata->'switchyard' ? 'workflow') THEN now() END,
+    scheduled_at = now(),
+    errors = array_append(j.errors, jsonb_build_object(
+        'at', now(), 'attempt', a.attempt,
+        'error', 'rescued: pod ' || coalesce(a.pod, '?') || ' stopped heartbeating while running this attempt'))
+FROM abandoned a
+WHERE j.id = a.id AND j.state = 'running' AND j.attempt = a.attempt AND j.attempted_at = a.attempted_at
+RETURNING j.id, j.attempt, a.attempted_at, j.kind, j.queue, j.state::text, coalesce(a.pod, ''), j.metadata`
+
+// JobRescueAbandoned returns up to limit abandoned in-progress tasks to the
+// queue and reports them. Workflow tasks are always made available, even
+// when out of attempts: they run once more, so their outcome goes through
+// the workflow engine, which must record a step's failure; discarding them
+// here would leave their step running forever.
+func JobRescueAbandoned(ctx context.Context, q DBTX, staleAfter time.Duration, limit int) ([]RescuedJob, error) {
+	rows, err := q.Query(ctx, jobRescueAbandonedSQL, staleAfter.Seconds(), limit)
+	if err != nil {
+		return nil, translate("rescue abandoned tasks", err)
+	}
+	defer rows.Close()
+	var out []RescuedJob
+	for rows.Next() {
+		var r RescuedJob
+		if err := rows.Scan(&r.ID, &r.Attempt, &r.AttemptedAt, &r.Kind, &r.Queue, &r.State, &r.Pod, &r.Metadata); err != nil {
+			return nil, translate("scan rescued task", err)
+		}
+		out = append(out, r)
+	}
+	return out, translate("rescue abandoned tasks", rows.Err())
+}

@@ -78,6 +78,9 @@ type Metrics struct {
 	// StaleCompletions counts results dropped because the claim on the
 	// task was no longer ours when the attempt ended.
 	StaleCompletions prometheus.Counter
+	// RescuedTasks counts in-progress tasks of dead pods returned to the
+	// queue (state "queued") or failed for lack of attempts ("failed").
+	RescuedTasks *prometheus.CounterVec
 }
 
 // Outcomes returns the outcome label values of switchyard_tasks_total, for
@@ -149,6 +152,11 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 			Name:      "stale_completions_total",
 			Help:      "Task results dropped because the claim on the task was no longer ours.",
 		}),
+		RescuedTasks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "rescued_tasks_total",
+			Help:      "In-progress tasks of pods that stopped heartbeating, returned to the queue (state=queued) or failed for lack of attempts (state=failed), by queue.",
+		}, []string{"queue", "state"}),
 	}
 
 	// An empty label value would make the series indistinguishable from
@@ -183,6 +191,7 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 		{"guard_results_total", m.GuardResults},
 		{"guard_circuit_open", m.GuardCircuitOpen},
 		{"stale_completions_total", m.StaleCompletions},
+		{"rescued_tasks_total", m.RescuedTasks},
 		{"build_info", buildInfo},
 		{"go collector", collectors.NewGoCollector()},
 		{"process collector", collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})},

@@ -2,8 +2,8 @@ package processing
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/switchyard/switchyard/jobs"
@@ -33,10 +33,21 @@ type Config struct {
 	// HeartbeatInterval is how often the pod refreshes its row in
 	// switchyard_pod (queues, busy counts, heartbeat time). Readers treat a
 	// pod as dead after a few missed intervals, so they must agree with
-	// it. Default 5s; at least 10ms.
+	// it. Default 3s; at least 10ms.
 	HeartbeatInterval time.Duration
 	// Version is the build version the pod registers with. Default "dev".
 	Version string
+	// RescueInterval is how often this pod looks for in-progress tasks of
+	// dead pods. Default 2s.
+	RescueInterval time.Duration
+	// RescueAfter is how old a pod's last heartbeat must be for its
+	// in-progress tasks to be rescued. It must exceed HeartbeatInterval
+	// comfortably: a live pod whose heartbeats are merely late loses its
+	// tasks to another run (the guard and the fence keep that safe, but it
+	// costs a second execution). Default 10s: with the defaults a killed
+	// pod's tasks are rescued 10-12s after its last heartbeat and run
+	// again once its guard lock has expired (GuardConfig.TTL, 10s).
+	RescueAfter time.Duration
 	// WorkflowExecutorSize is the executor size of the workflow engine's
 	// control queue (timers, child notifications), added to Queues when the
 	// pod runs workflows and Queues does not name it. Default 10.
@@ -48,7 +59,9 @@ type GuardConfig struct {
 	// Mode says what happens when Redis is unreachable. Default best-effort.
 	Mode GuardMode
 	// TTL is the lock's time to live; it is refreshed every TTL/3 while the
-	// handler runs. Default 30s.
+	// handler runs. Default 10s. It also bounds how long a killed pod's task
+	// waits after its rescue: the new claim snoozes until the dead pod's
+	// lock expires.
 	TTL time.Duration
 	// KeyPrefix namespaces the lock keys. Default "switchyard:".
 	KeyPrefix string
@@ -72,7 +85,7 @@ type GuardConfig struct {
 const (
 	DefaultExecutorSize      = 10
 	DefaultShutdownTimeout   = 30 * time.Second
-	DefaultGuardTTL          = 30 * time.Second
+	DefaultGuardTTL          = 10 * time.Second
 	DefaultGuardKeyPrefix    = "switchyard:"
 	DefaultGuardOpTimeout    = 500 * time.Millisecond
 	DefaultBreakerThreshold  = 3
@@ -81,15 +94,18 @@ const (
 	DefaultUnavailableSnooze = 5 * time.Second
 	DefaultFetchCooldown     = 20 * time.Millisecond
 	DefaultFetchPollInterval = time.Second
-	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultHeartbeatInterval = 3 * time.Second
 	DefaultVersion           = "dev"
 )
 
 // WithDefaults returns c with unset fields filled in.
 func (c Config) WithDefaults() Config {
 	if c.ID == "" {
+		// The random part tells a restarted process (same host, maybe the
+		// same pid, as pid 1 in a container) from the dead one, whose tasks
+		// must be rescued.
 		host, _ := os.Hostname()
-		c.ID = host + "-" + strconv.Itoa(os.Getpid())
+		c.ID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.Uint32()&0xffff)
 	}
 	if len(c.Queues) == 0 {
 		c.Queues = map[string]int{"default": DefaultExecutorSize}
@@ -105,6 +121,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.RescueInterval <= 0 {
+		c.RescueInterval = 2 * time.Second
+	}
+	if c.RescueAfter <= 0 {
+		c.RescueAfter = max(10*time.Second, 3*c.HeartbeatInterval)
 	}
 	if c.WorkflowExecutorSize <= 0 {
 		c.WorkflowExecutorSize = 10
@@ -147,6 +169,9 @@ func (c GuardConfig) WithDefaults() GuardConfig {
 
 // validate checks a defaulted Config.
 func (c Config) validate() error {
+	if c.RescueAfter < 2*c.HeartbeatInterval {
+		return fmt.Errorf("rescue after %s must be at least twice the heartbeat interval %s", c.RescueAfter, c.HeartbeatInterval)
+	}
 	for q, n := range c.Queues {
 		if err := jobs.ValidateQueueName(q); err != nil {
 			return err

@@ -151,6 +151,14 @@ func (h *heartbeater) Start(ctx context.Context) error {
 	return nil
 }
 
+// register writes the pod's row once, before River starts claiming.
+func (h *heartbeater) register(ctx context.Context) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.startedAt = time.Now()
+	h.beat(ctx)
+}
+
 // Stop ends the heartbeats and deletes the pod's row. Call it once River
 // has stopped, so no handler of this pod runs any more: a row deleted
 // earlier would make the pod's running tasks look abandoned. The delete

@@ -65,6 +65,7 @@ type Service struct {
 	busy      busyCounts
 	heartbeat *heartbeater
 	workflow  StepRecorder
+	rescuer   *rescuer
 }
 
 // New builds a Service. Every handler in deps.Handlers must have a task type
@@ -133,6 +134,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("processing: build river client: %w", err)
 	}
 	s.river = rc
+	s.rescuer = newRescuer(deps.Pool, cfg.RescueInterval, cfg.RescueAfter, deps.Metrics, deps.Logger)
 	s.heartbeat = newHeartbeater(heartbeatConfig{Interval: cfg.HeartbeatInterval, ID: cfg.ID, Version: cfg.Version},
 		deps.Pool, rc, s.podQueues, deps.Logger)
 	return s, nil
@@ -157,12 +159,18 @@ func (s *Service) Queues() []string {
 // cancelling ctx stops fetching and, after ShutdownTimeout, cancels
 // running handlers (prefer Stop).
 func (s *Service) Start(ctx context.Context) error {
+	// Register before claiming anything: a rescuer treats a claim whose pod
+	// has no fresh row as abandoned.
+	s.heartbeat.register(ctx)
 	if err := s.river.Start(ctx); err != nil {
 		return fmt.Errorf("start processing: %w", err)
 	}
 	// After River, whose stop also ends the heartbeats; the first one is
 	// written before this returns, so the pod is listed from then on.
 	if err := s.heartbeat.Start(ctx); err != nil {
+		return fmt.Errorf("start processing: %w", err)
+	}
+	if err := s.rescuer.Start(ctx); err != nil {
 		return fmt.Errorf("start processing: %w", err)
 	}
 	s.logger.Info("processing started", "id", s.cfg.ID, "queues", s.cfg.Queues, "guard", s.cfg.Guard.Mode)
@@ -175,6 +183,10 @@ func (s *Service) Start(ctx context.Context) error {
 // completions to be written; deregister the pod from switchyard_pod. ctx
 // bounds the whole wait.
 func (s *Service) Stop(ctx context.Context) error {
+	// The rescuer first: it works for other pods and needs nothing here.
+	if err := s.rescuer.Stop(ctx); err != nil {
+		return fmt.Errorf("stop processing: %w", err)
+	}
 	if err := s.river.Stop(ctx); err != nil {
 		// Handlers may still run: the pod keeps heartbeating until River
 		// has stopped.

@@ -32,6 +32,7 @@ type testArgs struct {
 func (testArgs) TaskType() string { return "test.task" }
 
 type testBundle struct {
+	url      string // the test database, for helper processes
 	pool     *pgxpool.Pool
 	rdb      *redis.Client
 	prefix   string
@@ -48,7 +49,12 @@ type setupOpts struct {
 // services are started with startService.
 func setup(t *testing.T, opts setupOpts) *testBundle {
 	t.Helper()
-	pool := dbtest.NewPool(t)
+	url := dbtest.NewDatabase(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close) // before the database is dropped
 	registry := jobs.NewRegistry()
 	cfg := opts.typeConfig
 	if cfg.Retry.InitialBackoff == 0 {
@@ -66,7 +72,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testBundle{pool: pool, rdb: dbtest.Redis(t), prefix: dbtest.KeyPrefix(t), registry: registry, client: client, metrics: m}
+	return &testBundle{url: url, pool: pool, rdb: dbtest.Redis(t), prefix: dbtest.KeyPrefix(t), registry: registry, client: client, metrics: m}
 }
 
 // startService starts a Service working the default queue with h, stopped
