@@ -130,8 +130,14 @@ type principalKey struct{}
 
 // principal returns the authenticated token's name ("" for open routes).
 func principal(ctx context.Context) string {
-	name, _ := ctx.Value(principalKey{}).(string)
-	return name
+	return caller(ctx).Name
+}
+
+// caller returns the authenticated token (the zero Token, scope none, for
+// open routes).
+func caller(ctx context.Context) Token {
+	tok, _ := ctx.Value(principalKey{}).(Token)
+	return tok
 }
 
 // requireScope wraps h so it runs only for a token with at least scope.
@@ -150,6 +156,18 @@ func (s *Server) requireScope(scope Scope, h http.Handler) http.Handler {
 				detail: fmt.Sprintf("token %q has scope %s; this endpoint needs %s", tok.Name, tok.Scope, scope)})
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, tok.Name)))
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, *tok)))
 	})
+}
+
+// whoamiResponse tells a client which token it presented: the dashboard
+// shows only the actions its scope allows.
+type whoamiResponse struct {
+	Name  string `json:"name"`
+	Scope string `json:"scope"`
+}
+
+func (s *Server) handleWhoami(w http.ResponseWriter, r *http.Request) {
+	tok := caller(r.Context())
+	writeJSON(w, http.StatusOK, whoamiResponse{Name: tok.Name, Scope: tok.Scope.String()})
 }

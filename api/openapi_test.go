@@ -89,7 +89,8 @@ func documentedOps(t *testing.T) map[string]openAPIOp {
 }
 
 // TestOpenAPIMatchesRoutes checks that openapi.yaml documents exactly the
-// routes of routeTable, both ways.
+// routes of routeTable, both ways. The dashboard's routes (uiRoutes) are
+// not API operations and are checked separately.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	t.Parallel()
 	ops := documentedOps(t)
@@ -114,6 +115,38 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	if len(missingFromRouter) > 0 {
 		t.Errorf("operations in openapi.yaml that routeTable does not serve:\n\t%s", strings.Join(missingFromRouter, "\n\t"))
+	}
+}
+
+// TestUIRoutesOutsideContract checks the dashboard's routes (uiRoutes): they
+// are deliberately not API operations, so they must stay out of /v1 and out
+// of openapi.yaml, and must not shadow a routeTable route.
+func TestUIRoutesOutsideContract(t *testing.T) {
+	t.Parallel()
+	ops := documentedOps(t)
+	for _, pattern := range uiRoutes {
+		method, path, ok := strings.Cut(pattern, " ")
+		if !ok {
+			t.Fatalf("ui route %q: want \"METHOD /path\"", pattern)
+		}
+		// "/x/" matches everything under /x/; "/x/{$}" only /x/ itself.
+		exact, isExact := strings.CutSuffix(path, "{$}")
+		subtree := !isExact && strings.HasSuffix(path, "/")
+		path = exact
+		if strings.HasPrefix(path, "/v1") {
+			t.Errorf("ui route %q is under /v1, which is the API's", pattern)
+		}
+		overlaps := func(p string) bool { return p == path || (subtree && strings.HasPrefix(p, path)) }
+		for key := range ops {
+			if opMethod, opPath, _ := strings.Cut(key, " "); opMethod == method && overlaps(opPath) {
+				t.Errorf("ui route %q overlaps the documented operation %s", pattern, key)
+			}
+		}
+		for _, rt := range routeTable(ScopeNone) {
+			if rt.method == method && overlaps(rt.path) {
+				t.Errorf("ui route %q overlaps the API route %s %s", pattern, rt.method, rt.path)
+			}
+		}
 	}
 }
 

@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+
+	"github.com/switchyard/switchyard/web"
 )
 
 // route is one endpoint of the surface.
@@ -38,12 +40,20 @@ func routeTable(metricsScope Scope) []route {
 		{"POST", "/v1/queues/{name}/resume", ScopeAdmin, false, (*Server).handleQueueResume},
 		{"GET", "/v1/workers", ScopeRead, false, (*Server).handleWorkerList},
 		{"GET", "/v1/events", ScopeRead, false, (*Server).handleEvents},
+		{"GET", "/v1/whoami", ScopeRead, false, (*Server).handleWhoami},
 		{"GET", "/metrics", metricsScope, true, (*Server).handleMetrics},
 		{"GET", "/healthz", ScopeNone, true, (*Server).handleHealthz},
 		{"GET", "/readyz", ScopeNone, true, (*Server).handleReadyz},
 		{"GET", "/openapi.yaml", ScopeNone, true, (*Server).handleOpenAPI},
 	}
 }
+
+// uiRoutes are the dashboard's patterns (package web): its page at / and
+// its assets under /ui/. They are not part of the API: they need no token
+// (the page asks for one and sends it to /v1 itself), they are not in
+// openapi.yaml, and they are served only where the API is. The OpenAPI
+// tests check that they stay out of /v1 and out of the document.
+var uiRoutes = []string{"GET /{$}", "GET /ui/"}
 
 // routes builds the router. Every POST goes through the Idempotency-Key
 // layer and every body through the size limit.
@@ -65,6 +75,13 @@ func (s *Server) routes() http.Handler {
 		h = s.requireScope(rt.scope, h)
 		mux.Handle(rt.method+" "+rt.path, h)
 	}
+	if !s.cfg.OpsOnly {
+		dashboard := web.Handler()
+		for _, pattern := range uiRoutes {
+			mux.Handle(pattern, dashboard)
+		}
+	}
+	// Everything else, /v1 included, is a problem+json 404.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &notFoundRoute{})
 	})

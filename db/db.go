@@ -61,3 +61,20 @@ func translate(op string, err error) error {
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// Batch queues statements to send in one round trip (pgx.Batch): the
+// Queue* functions of this package add their statement and read its
+// result into their arguments when the batch is sent with SendBatch.
+type Batch struct{ b pgx.Batch }
+
+// Len is the number of statements queued.
+func (b *Batch) Len() int { return b.b.Len() }
+
+// SendBatch sends the queued statements in order and reads their results;
+// the first error stops it. An empty batch sends nothing.
+func SendBatch(ctx context.Context, tx pgx.Tx, b *Batch, op string) error {
+	if b.b.Len() == 0 {
+		return nil
+	}
+	return translate(op, tx.SendBatch(ctx, &b.b).Close())
+}

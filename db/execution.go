@@ -32,13 +32,19 @@ type Execution struct {
 const executionColumns = `id, name, status, definition, input, idempotency_key, parent_execution_id, parent_step_key,
 	timeout_ms, timeout_task_id, steps_total, steps_final, error, created_at, finished_at`
 
+// scanExecution reads an execution; the JSON columns as bytes (see
+// scanStep).
 func scanExecution(row pgx.Row) (*Execution, error) {
-	var e Execution
-	err := row.Scan(&e.ID, &e.Name, &e.Status, &e.Definition, &e.Input, &e.IdempotencyKey, &e.ParentExecutionID,
+	var (
+		e                 Execution
+		definition, input []byte
+	)
+	err := row.Scan(&e.ID, &e.Name, &e.Status, &definition, &input, &e.IdempotencyKey, &e.ParentExecutionID,
 		&e.ParentStepKey, &e.TimeoutMS, &e.TimeoutTaskID, &e.StepsTotal, &e.StepsFinal, &e.Error, &e.CreatedAt, &e.FinishedAt)
 	if err != nil {
 		return nil, err
 	}
+	e.Definition, e.Input = definition, input
 	return &e, nil
 }
 
@@ -72,9 +78,49 @@ func ExecutionGet(ctx context.Context, q DBTX, id int64) (*Execution, error) {
 // transaction ends: every change to an execution and its steps happens
 // under this lock, which serialises the advancement of one execution
 // across pods.
+//
+// The lock is FOR NO KEY UPDATE, which two engine transactions cannot
+// both hold but which lets foreign-key checks through (FOR KEY SHARE): a
+// step's start appends to the history (StepMarkStarted) without the lock,
+// and with FOR UPDATE that insert's check of its execution_id would wait
+// for the execution's transaction in flight. An execution's id never
+// changes, which is what FOR UPDATE would guard in addition.
 func ExecutionGetForUpdate(ctx context.Context, tx pgx.Tx, id int64) (*Execution, error) {
-	e, err := scanExecution(tx.QueryRow(ctx, executionGetSQL+` FOR UPDATE`, id))
+	e, err := scanExecution(tx.QueryRow(ctx, executionGetSQL+` FOR NO KEY UPDATE`, id))
 	return e, translate("lock execution", err)
+}
+
+// The definition and the input are left out: a change to an execution
+// needs neither, and the definition of a large workflow is the bulk of the
+// row.
+const executionLockSQL = `SELECT ` + executionLockColumns + ` FROM switchyard_execution WHERE id = $1 FOR NO KEY UPDATE`
+
+const executionLockColumns = `id, name, status, NULL::jsonb, NULL::jsonb, idempotency_key, parent_execution_id, parent_step_key,
+	timeout_ms, timeout_task_id, steps_total, steps_final, error, created_at, finished_at`
+
+// ExecutionLock is ExecutionGetForUpdate (the same lock) without the
+// definition and the input (both nil).
+func ExecutionLock(ctx context.Context, tx pgx.Tx, id int64) (*Execution, error) {
+	e, err := scanExecution(tx.QueryRow(ctx, executionLockSQL, id))
+	return e, translate("lock execution", err)
+}
+
+// QueueExecutionLock queues ExecutionLock; *out is set when b is sent
+// (ErrNotFound if there is no such execution).
+func QueueExecutionLock(b *Batch, id int64, out **Execution) {
+	b.b.Queue(executionLockSQL, id).QueryRow(func(row pgx.Row) error {
+		e, err := scanExecution(row)
+		if err != nil {
+			return translate("lock execution", err)
+		}
+		*out = e
+		return nil
+	})
+}
+
+// QueueExecutionUpdate queues ExecutionUpdate.
+func QueueExecutionUpdate(b *Batch, e *Execution) {
+	b.b.Queue(executionUpdateSQL, e.ID, e.Status, e.Error, e.StepsFinal, e.TimeoutTaskID)
 }
 
 const executionGetByKeySQL = `SELECT ` + executionColumns + ` FROM switchyard_execution WHERE idempotency_key = $1`

@@ -92,6 +92,30 @@ func JobRetryIfClaimed(ctx context.Context, q DBTX, c Claim, retryAt time.Time, 
 	return tag.RowsAffected() == 1, nil
 }
 
+const jobLockIfClaimedSQL = `
+SELECT true FROM river_job
+WHERE id = $1
+  AND state = 'running'
+  AND attempt = $2
+  AND attempted_at = $3
+FOR UPDATE`
+
+// JobLockIfClaimed locks the task's row (until the end of the caller's
+// transaction) if the claim is still current, and reports whether it was.
+// It changes nothing: for an outcome that River writes itself (a retry),
+// the caller checks the claim and leaves the transition to River.
+func JobLockIfClaimed(ctx context.Context, q DBTX, c Claim) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, jobLockIfClaimedSQL, c.ID, c.Attempt, c.AttemptedAt).Scan(&ok)
+	if isNoRows(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, translate("lock task", err)
+	}
+	return ok, nil
+}
+
 // RescuedJob is a task the rescuer returned to the queue (or failed).
 type RescuedJob struct {
 	Claim

@@ -14,7 +14,7 @@ import (
 type Config struct {
 	// ID names this pod in River's leadership, logs and its switchyard_pod
 	// row (heartbeats), so it must be unique among running pods; default
-	// "<hostname>-<pid>".
+	// DefaultID(), "<hostname>-<pid>-<random>".
 	ID string
 	// Queues maps each queue this pod works to its executor size (the
 	// number of tasks it runs at once). Default {"default": 10}.
@@ -98,14 +98,20 @@ const (
 	DefaultVersion           = "dev"
 )
 
+// DefaultID returns a new pod id, "<hostname>-<pid>-<random>": the default
+// of Config.ID. Callers that need the id before New (to hand it to their
+// handlers) call it themselves and set Config.ID. The random part tells a
+// restarted process (same host, maybe the same pid, as pid 1 in a
+// container) from the dead one, whose tasks must be rescued.
+func DefaultID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.Uint32()&0xffff)
+}
+
 // WithDefaults returns c with unset fields filled in.
 func (c Config) WithDefaults() Config {
 	if c.ID == "" {
-		// The random part tells a restarted process (same host, maybe the
-		// same pid, as pid 1 in a container) from the dead one, whose tasks
-		// must be rescued.
-		host, _ := os.Hostname()
-		c.ID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.Uint32()&0xffff)
+		c.ID = DefaultID()
 	}
 	if len(c.Queues) == 0 {
 		c.Queues = map[string]int{"default": DefaultExecutorSize}

@@ -2,6 +2,8 @@ package processing
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bsm/redislock"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/switchyard/switchyard/metrics"
 )
@@ -53,18 +55,43 @@ const (
 	guardLost        guardResult = "lost"        // a held lock was taken away
 )
 
+// errNotObtained means the lock is held under another token.
+var errNotObtained = errors.New("guard lock held by another token")
+
+// The lock is a key whose value is a random token per claim, with a TTL:
+// taken with SET NX PX, refreshed and released only by the holder of the
+// token (the scripts compare it first), as bsm/redislock does.
+var (
+	// luaRefresh extends the lock if it is ours, or re-takes it with our
+	// token if the key vanished (a Redis restart or flush); 0 means another
+	// token holds it.
+	luaRefresh = redis.NewScript(`
+if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) end
+if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 1 end
+return 0`)
+	// luaRelease deletes the lock if it is ours.
+	luaRelease = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+)
+
 // guard is the per-task Redis lock of the pipeline (step 2). Correctness
-// never rests on it alone: Postgres's claim decides who owns a task.
+// never rests on it alone: Postgres's claim decides who owns a task. Its
+// Redis commands go through a pipeliner, so the tasks of a fetched batch
+// take (and release) their locks in shared round trips.
 type guard struct {
 	cfg     GuardConfig
-	locker  *redislock.Client
+	redis   *pipeliner
 	breaker *breaker
 	metrics *metrics.Metrics
 	logger  *slog.Logger
+	// results are the guard_results counters by result, looked up once.
+	results map[guardResult]interface{ Inc() }
 }
 
-func newGuard(cfg GuardConfig, locker *redislock.Client, m *metrics.Metrics, logger *slog.Logger) *guard {
-	g := &guard{cfg: cfg, locker: locker, metrics: m, logger: logger}
+func newGuard(cfg GuardConfig, rdb redis.UniversalClient, m *metrics.Metrics, logger *slog.Logger) *guard {
+	g := &guard{cfg: cfg, redis: newPipeliner(rdb, cfg.OpTimeout), metrics: m, logger: logger, results: map[guardResult]interface{ Inc() }{}}
+	for _, r := range []guardResult{guardObtained, guardContended, guardUnavailable, guardLost} {
+		g.results[r] = m.GuardResults.WithLabelValues(string(r))
+	}
 	g.breaker = newBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown, func(open bool) {
 		if open {
 			m.GuardCircuitOpen.Set(1)
@@ -90,10 +117,11 @@ func (g *guard) acquire(ctx context.Context, taskID int64, cancel context.Cancel
 		return nil, guardUnavailable
 	}
 	opCtx, done := context.WithTimeout(ctx, g.cfg.OpTimeout)
-	lock, err := g.locker.Obtain(opCtx, g.key(taskID), g.cfg.TTL, nil)
+	key, token := g.key(taskID), newToken()
+	err := g.obtain(opCtx, key, token)
 	done()
 	switch {
-	case errors.Is(err, redislock.ErrNotObtained):
+	case errors.Is(err, errNotObtained):
 		g.breaker.success()
 		g.count(guardContended)
 		return nil, guardContended
@@ -105,17 +133,44 @@ func (g *guard) acquire(ctx context.Context, taskID int64, cancel context.Cancel
 	}
 	g.breaker.success()
 	g.count(guardObtained)
-	l := &lease{g: g, lock: lock, cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
+	l := &lease{g: g, key: key, token: token, cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
 	go l.refreshLoop(ctx)
 	return l, guardObtained
 }
 
-func (g *guard) count(r guardResult) { g.metrics.GuardResults.WithLabelValues(string(r)).Inc() }
+// obtain takes key with token: SET NX PX. errNotObtained if someone
+// holds it.
+func (g *guard) obtain(ctx context.Context, key, token string) error {
+	cmd, err := g.redis.do(ctx, &pipeReq{build: func(ctx context.Context, p redis.Pipeliner) redis.Cmder {
+		return p.SetNX(ctx, key, token, g.cfg.TTL)
+	}})
+	if err != nil {
+		return err
+	}
+	ok, err := cmd.(*redis.BoolCmd).Result()
+	switch {
+	case errors.Is(err, redis.Nil) || (err == nil && !ok):
+		return errNotObtained
+	case err != nil:
+		return err
+	}
+	return nil
+}
+
+func (g *guard) count(r guardResult) { g.results[r].Inc() }
+
+// newToken returns a random lock token (128 bits).
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
 
 // lease is a held guard lock, refreshed every TTL/3 until released.
 type lease struct {
 	g      *guard
-	lock   *redislock.Lock
+	key    string
+	token  string
 	cancel context.CancelCauseFunc
 
 	stopOnce sync.Once
@@ -148,14 +203,14 @@ func (l *lease) refreshLoop(ctx context.Context) {
 		case err == nil:
 			lastOK = time.Now()
 			continue
-		case errors.Is(err, redislock.ErrNotObtained):
+		case errors.Is(err, errNotObtained):
 			l.lose("held by another token")
 			return
 		case time.Since(lastOK) >= ttl && l.g.cfg.Mode == GuardStrict:
 			l.lose("redis unreachable for longer than the lock ttl")
 			return
 		default:
-			l.g.logger.Warn("redis guard refresh failed", "key", l.lock.Key(), "err", err)
+			l.g.logger.Warn("redis guard refresh failed", "key", l.key, "err", err)
 		}
 	}
 }
@@ -166,13 +221,16 @@ func (l *lease) refresh(ctx context.Context) error {
 	}
 	opCtx, done := context.WithTimeout(ctx, l.g.cfg.OpTimeout)
 	defer done()
-	err := l.lock.Refresh(opCtx, l.g.cfg.TTL, nil)
-	if errors.Is(err, redislock.ErrNotObtained) {
-		// Gone or someone else's: re-obtaining with our token succeeds
-		// only if the key is absent (or already ours).
-		_, err = l.g.locker.Obtain(opCtx, l.lock.Key(), l.g.cfg.TTL, &redislock.Options{Token: l.lock.Token()})
+	// Extends the lock if ours; if gone, re-takes it with our token; if
+	// someone else's, 0.
+	cmd, err := l.g.redis.script(opCtx, luaRefresh, []string{l.key}, l.token, l.g.cfg.TTL.Milliseconds())
+	if err == nil {
+		var n int64
+		if n, err = cmd.Int64(); err == nil && n == 0 {
+			err = errNotObtained
+		}
 	}
-	if err == nil || errors.Is(err, redislock.ErrNotObtained) {
+	if err == nil || errors.Is(err, errNotObtained) {
 		l.g.breaker.success()
 	} else {
 		l.g.breaker.failure()
@@ -183,7 +241,7 @@ func (l *lease) refresh(ctx context.Context) error {
 func (l *lease) lose(why string) {
 	l.lost = true
 	l.g.count(guardLost)
-	l.g.logger.Warn("redis guard lock lost; cancelling handler", "key", l.lock.Key(), "reason", why)
+	l.g.logger.Warn("redis guard lock lost; cancelling handler", "key", l.key, "reason", why)
 	l.cancel(errLockLost)
 }
 
@@ -198,9 +256,13 @@ func (l *lease) release(ctx context.Context) (lost bool) {
 	}
 	opCtx, done := context.WithTimeout(context.WithoutCancel(ctx), l.g.cfg.OpTimeout)
 	defer done()
-	if err := l.lock.Release(opCtx); err != nil && !errors.Is(err, redislock.ErrLockNotHeld) {
-		// The TTL cleans up after us.
-		l.g.logger.Debug("redis guard release failed", "key", l.lock.Key(), "err", err)
+	// A lock no longer ours (0) was lost after the last refresh: nothing
+	// to delete. On an error the TTL cleans up after us.
+	if cmd, err := l.g.redis.script(opCtx, luaRelease, []string{l.key}, l.token); err != nil || cmd.Err() != nil {
+		if err == nil {
+			err = cmd.Err()
+		}
+		l.g.logger.Debug("redis guard release failed", "key", l.key, "err", err)
 	}
 	return false
 }

@@ -92,6 +92,10 @@ type heartbeater struct {
 	startedAt time.Time
 	cancel    context.CancelFunc // non-nil from Start until Stop
 	done      chan struct{}      // closed when the loop has returned
+	// healthy is when the current run of successful heartbeats began:
+	// nil before the first success and after any failure. The rescuer
+	// reads it (healthyFor).
+	healthy atomic.Pointer[time.Time]
 	// failures counts consecutive failed heartbeats, so recovery is
 	// logged once. Only the goroutine running beat touches it: Start's
 	// first beat happens before the loop starts, and Stop waits for the
@@ -221,12 +225,28 @@ func (h *heartbeater) beat(ctx context.Context) {
 	case err != nil && ctx.Err() != nil:
 		// Stopping mid-write: not a failure worth a warning.
 	case err != nil:
+		h.healthy.Store(nil)
 		h.failures++
 		h.logger.Warn("heartbeat failed; retrying at the next interval", "failures", h.failures, "err", err)
 	case h.failures > 0:
 		h.logger.Info("heartbeat recovered", "failures", h.failures)
 		h.failures = 0
 	}
+	if err == nil && h.healthy.Load() == nil {
+		now := time.Now()
+		h.healthy.Store(&now)
+	}
+}
+
+// healthyFor is how long this pod's heartbeats have been succeeding
+// without a failure in between; zero before the first success and while
+// they fail.
+func (h *heartbeater) healthyFor() time.Duration {
+	since := h.healthy.Load()
+	if since == nil {
+		return 0
+	}
+	return time.Since(*since)
 }
 
 // deregister deletes the pod's row, even when ctx is done.

@@ -15,12 +15,22 @@ import (
 // their updates are fenced on the claim, so they never step on each other
 // or on a task that moved on. River's own rescuer (after an hour) stays as
 // a backstop.
+//
+// A pod that was itself cut off from Postgres cannot tell a dead pod from
+// one that was cut off with it: after an outage longer than RescueAfter
+// every pod's heartbeat is stale, and rescuing then would hand every task
+// in flight to a second run. So the rescuer holds its passes until its own
+// pod's heartbeats have been succeeding for RescueAfter (healthyFor), by
+// which time every live pod has heartbeated again. The same hold applies
+// when the pod starts.
 type rescuer struct {
-	conn     db.DBTX
-	interval time.Duration
-	after    time.Duration
-	metrics  *metrics.Metrics
-	logger   *slog.Logger
+	conn       db.DBTX
+	interval   time.Duration
+	after      time.Duration
+	healthyFor func() time.Duration // nil: never hold
+	metrics    *metrics.Metrics
+	logger     *slog.Logger
+	held       bool // the last pass was held; only the run goroutine uses it
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -31,8 +41,8 @@ type rescuer struct {
 // without a long transaction.
 const rescueBatch = 1000
 
-func newRescuer(conn db.DBTX, interval, after time.Duration, m *metrics.Metrics, logger *slog.Logger) *rescuer {
-	return &rescuer{conn: conn, interval: interval, after: after, metrics: m, logger: logger.With("component", "rescuer")}
+func newRescuer(conn db.DBTX, interval, after time.Duration, healthyFor func() time.Duration, m *metrics.Metrics, logger *slog.Logger) *rescuer {
+	return &rescuer{conn: conn, interval: interval, after: after, healthyFor: healthyFor, metrics: m, logger: logger.With("component", "rescuer")}
 }
 
 // Start runs passes every interval until Stop.
@@ -79,8 +89,24 @@ func (r *rescuer) run(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-// pass rescues abandoned tasks until none is left (or an error).
+// pass rescues abandoned tasks until none is left (or an error), unless
+// this pod's own heartbeats have not been succeeding for RescueAfter.
 func (r *rescuer) pass(ctx context.Context) {
+	if r.healthyFor != nil {
+		healthy := r.healthyFor()
+		if healthy < r.after {
+			if !r.held && healthy == 0 {
+				r.logger.Info("rescue held: this pod's heartbeats are failing, so other pods' stale heartbeats prove nothing",
+					"resumes_after", r.after)
+				r.held = true
+			}
+			return
+		}
+		if r.held {
+			r.logger.Info("rescue resumed: this pod's heartbeats have succeeded for the rescue-after period", "rescue_after", r.after)
+			r.held = false
+		}
+	}
 	for {
 		passCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		rescued, err := db.JobRescueAbandoned(passCtx, r.conn, r.after, rescueBatch)

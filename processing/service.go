@@ -12,7 +12,6 @@ import (
 	"maps"
 	"sort"
 
-	"github.com/bsm/redislock"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -46,7 +45,9 @@ type StepRecorder interface {
 	LoadContext(ctx context.Context, ref *jobs.WorkflowRef) error
 	// Finish records the outcome of a step's task and its consequences in
 	// one transaction, fenced on claim; db.ErrStaleClaim when the claim is
-	// no longer current.
+	// no longer current. It writes a final outcome to the task's row; a
+	// retry it only records for the step, leaving the task running for
+	// the worker to hand to River.
 	Finish(ctx context.Context, claim db.Claim, ref *jobs.WorkflowRef, res jobs.Outcome) error
 	// ControlQueue is the queue of the engine's own tasks (timers, child
 	// notifications), which every worker pod serves.
@@ -93,7 +94,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		if deps.Redis == nil {
 			return nil, fmt.Errorf("processing: guard mode %s needs a Redis client", cfg.Guard.Mode)
 		}
-		s.guard = newGuard(cfg.Guard, redislock.New(deps.Redis), deps.Metrics, deps.Logger)
+		s.guard = newGuard(cfg.Guard, deps.Redis, deps.Metrics, deps.Logger)
 	}
 
 	workers := river.NewWorkers()
@@ -134,9 +135,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("processing: build river client: %w", err)
 	}
 	s.river = rc
-	s.rescuer = newRescuer(deps.Pool, cfg.RescueInterval, cfg.RescueAfter, deps.Metrics, deps.Logger)
 	s.heartbeat = newHeartbeater(heartbeatConfig{Interval: cfg.HeartbeatInterval, ID: cfg.ID, Version: cfg.Version},
 		deps.Pool, rc, s.podQueues, deps.Logger)
+	s.rescuer = newRescuer(deps.Pool, cfg.RescueInterval, cfg.RescueAfter, s.heartbeat.healthyFor, deps.Metrics, deps.Logger)
 	return s, nil
 }
 

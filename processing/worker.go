@@ -188,8 +188,9 @@ func (w *worker) Work(ctx context.Context, job *river.Job[payload]) error {
 }
 
 // finishStep records a workflow step's outcome through the engine. When
-// the engine wrote it, River's own completion afterwards finds the task no
-// longer in progress and changes nothing. A stale claim (the task moved
+// the engine wrote a final outcome, River's own completion afterwards
+// finds the task no longer in progress and changes nothing; a retry is
+// checked by the engine and written by River. A stale claim (the task moved
 // on without this run) is dropped and the task snoozed, so no run of it is
 // lost; an unreachable database leaves the outcome to River as a retry.
 func (w *worker) finishStep(ctx context.Context, job *river.Job[payload], ref *jobs.WorkflowRef, res jobs.Outcome, outcome func(string)) error {
@@ -206,6 +207,16 @@ func (w *worker) finishStep(ctx context.Context, job *river.Job[payload], ref *j
 		return fmt.Errorf("record workflow step outcome: %w", err)
 	}
 	outcome(map[jobs.OutcomeKind]string{jobs.OutcomeCompleted: "completed", jobs.OutcomeFailed: "failed", jobs.OutcomeRetry: "retried"}[res.Kind])
+	if res.Kind == jobs.OutcomeRetry {
+		// The engine recorded the retry in the step's history and left the
+		// task running under this claim; River moves it to retryable (or
+		// available) now. Had the engine made it available itself, another
+		// worker could claim it before River's completer flushes this
+		// run's result, which is conditioned on the task being running,
+		// not on the claim, and would then complete the new claim.
+		job.Args.retryAt = res.RetryAt
+		return res.Err
+	}
 	return nil
 }
 

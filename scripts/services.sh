@@ -2,12 +2,15 @@
 # Project-local PostgreSQL and Redis for development and tests.
 # Usage: scripts/services.sh start|stop|status|env
 # Ports: SWITCHYARD_PG_PORT (default 55432), SWITCHYARD_REDIS_PORT (default 56379).
+# Data: SWITCHYARD_LOCAL_DIR (default .local): another directory and other
+# ports give a second, separate Postgres + Redis pair (the chaos suite's,
+# scripts/chaos-services.sh).
 # Non-default ports on purpose: a system instance from the Debian packages
 # (5432/6379) can never collide with ours.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-LOCAL=$ROOT/.local
+LOCAL=${SWITCHYARD_LOCAL_DIR:-$ROOT/.local}
 PG_PORT=${SWITCHYARD_PG_PORT:-55432}
 REDIS_PORT=${SWITCHYARD_REDIS_PORT:-56379}
 PGDATA_DIR=$LOCAL/postgres

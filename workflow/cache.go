@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -94,28 +95,31 @@ func (c *contextCache) fill(ctx context.Context, id int64, input json.RawMessage
 	c.write(ctx, id, values)
 }
 
+// luaAddOutputs adds fields (ARGV[2:]) to the hash KEYS[1] and renews its
+// TTL (ARGV[1], ms), only if the hash holds the input.
+var luaAddOutputs = redis.NewScript(`
+if redis.call("hexists", KEYS[1], "input") == 0 then return 0 end
+redis.call("hset", KEYS[1], unpack(ARGV, 2))
+redis.call("pexpire", KEYS[1], ARGV[1])
+return 1`)
+
 // addOutputs adds newly completed steps' outputs, only to a hash that
 // already holds the input (a partial hash would look complete to readers
-// needing nothing).
+// needing nothing), in one round trip.
 func (c *contextCache) addOutputs(ctx context.Context, id int64, outputs map[string][]byte) {
-	if !c.usable() {
+	if !c.usable() || len(outputs) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, cacheOpTimeout)
 	defer cancel()
-	exists, err := c.rdb.HExists(ctx, c.key(id), "input").Result()
-	if err != nil {
-		c.failed("check", err)
-		return
-	}
-	if !exists {
-		return
-	}
-	values := make([]any, 0, 2*len(outputs))
+	args := make([]any, 0, 1+2*len(outputs))
+	args = append(args, c.ttl.Milliseconds())
 	for k, v := range outputs {
-		values = append(values, "out:"+k, string(v))
+		args = append(args, "out:"+k, string(v))
 	}
-	c.write(ctx, id, values)
+	if err := luaAddOutputs.Run(ctx, c.rdb, []string{c.key(id)}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		c.failed("write", err)
+	}
 }
 
 func (c *contextCache) write(ctx context.Context, id int64, values []any) {

@@ -23,6 +23,18 @@ type change struct {
 	steps []*db.Step // definition order
 	byKey map[string]*db.Step
 
+	// partial is set when steps holds only the steps whose task outcomes
+	// this change applies and their pending dependents (Finish's common
+	// case, see loadPartial); open then counts each dependent's
+	// dependencies that were not done when loaded, orig holds every
+	// loaded step's status as loaded and origFinal the execution's count
+	// of final steps as loaded. Whatever needs the other steps returns
+	// errNeedFull, and the caller starts over with all of them.
+	partial   bool
+	open      map[string]int
+	orig      map[*db.Step]string
+	origFinal int
+
 	specs         map[string]*Step // parsed step specs, by key
 	dirty         []*db.Step
 	statusChanged bool
@@ -171,16 +183,58 @@ func (c *change) controlFor(executionID int64, role, step string, childID int64,
 // depsDone reports whether a step's dependencies allow it to run: each is
 // completed or skipped, or failed or cancelled while optional.
 func (c *change) depsDone(s *db.Step) bool {
+	if c.partial {
+		// The dependencies not done when loaded, less those done since.
+		open := c.open[s.Key]
+		for _, k := range s.DependsOn {
+			if d := c.byKey[k]; d != nil && !depDone(d, c.orig[d]) && depDone(d, d.Status) {
+				open--
+			}
+		}
+		return open == 0
+	}
 	for _, k := range s.DependsOn {
-		d := c.byKey[k]
-		switch {
-		case d.Status == StepCompleted, d.Status == StepSkipped:
-		case (d.Status == StepFailed || d.Status == StepCancelled) && d.Optional:
-		default:
+		if !depDone(c.byKey[k], c.byKey[k].Status) {
 			return false
 		}
 	}
 	return true
+}
+
+// depDone reports whether dependency d in status lets its dependents run.
+func depDone(d *db.Step, status string) bool {
+	switch {
+	case status == StepCompleted, status == StepSkipped:
+		return true
+	case (status == StepFailed || status == StepCancelled) && d.Optional:
+		return true
+	}
+	return false
+}
+
+// errNeedFull is returned by a partial change that needs every step.
+var errNeedFull = errors.New("workflow: change needs all steps")
+
+// finalSteps counts the execution's final steps as of now.
+func (c *change) finalSteps() int {
+	if c.partial {
+		n := c.origFinal
+		for _, s := range c.steps {
+			if stepFinal(s.Status) && !stepFinal(c.orig[s]) {
+				n++
+			} else if !stepFinal(s.Status) && stepFinal(c.orig[s]) {
+				n--
+			}
+		}
+		return n
+	}
+	n := 0
+	for _, s := range c.steps {
+		if stepFinal(s.Status) {
+			n++
+		}
+	}
+	return n
 }
 
 // advance makes every pending step whose dependencies are done ready and,
@@ -193,6 +247,11 @@ func (c *change) advance(ctx context.Context) error {
 		for _, s := range c.steps {
 			if s.Status != StepPending || !c.depsDone(s) {
 				continue
+			}
+			if c.partial && s.Kind != "task" && s.Kind != "delay" {
+				// A wait may complete at once with a kept signal, and
+				// its dependents are not loaded.
+				return errNeedFull
 			}
 			s.Status = StepReady
 			c.touch(s)
@@ -327,6 +386,9 @@ func (c *change) fail(ctx context.Context, s *db.Step, status, errText string) e
 // (their tasks' handlers too, and child executions), pending steps become
 // pendingStatus.
 func (c *change) stop(ctx context.Context, status, reason, pendingStatus string) error {
+	if c.partial {
+		return errNeedFull
+	}
 	c.setStatus(status, reason)
 	now := time.Now()
 	for _, s := range c.steps {
@@ -359,6 +421,13 @@ func (c *change) stop(ctx context.Context, status, reason, pendingStatus string)
 func (c *change) finishIfDone(ctx context.Context) error {
 	if executionFinal(c.exec.Status) {
 		return nil
+	}
+	if c.partial {
+		if c.finalSteps() < c.exec.StepsTotal {
+			return nil
+		}
+		// Completing the execution is decided on all the steps.
+		return errNeedFull
 	}
 	for _, s := range c.steps {
 		if !stepFinal(s.Status) {
@@ -406,32 +475,25 @@ func (c *change) flush(ctx context.Context) error {
 		}
 		c.tasks = nil
 	}
-	for _, s := range c.dirty {
-		if err := db.StepUpdate(ctx, c.tx, s); err != nil {
-			return err
-		}
-	}
-	final := 0
-	for _, s := range c.steps {
-		if stepFinal(s.Status) {
-			final++
-		}
-	}
+	// The steps, the execution row and the history in one round trip.
+	var b db.Batch
+	db.QueueStepUpdateMany(&b, c.exec.ID, c.dirty)
+	final := c.finalSteps()
 	if c.statusChanged || len(c.dirty) > 0 || final != c.exec.StepsFinal {
 		c.exec.StepsFinal = final
-		if err := db.ExecutionUpdate(ctx, c.tx, c.exec); err != nil {
-			return err
-		}
+		db.QueueExecutionUpdate(&b, c.exec)
 	}
 	c.dirty = nil
-	for _, ev := range c.events {
-		var data json.RawMessage
+	events := make([]db.EventInsert, len(c.events))
+	for i, ev := range c.events {
+		events[i] = db.EventInsert{Type: ev.typ, StepKey: ev.step}
 		if ev.data != nil {
-			data, _ = json.Marshal(ev.data)
+			events[i].Data, _ = json.Marshal(ev.data)
 		}
-		if err := db.ExecutionEventInsert(ctx, c.tx, c.exec.ID, ev.typ, ev.step, data); err != nil {
-			return err
-		}
+	}
+	db.QueueExecutionEventInsertMany(&b, c.exec.ID, events)
+	if err := db.SendBatch(ctx, c.tx, &b, "write execution changes"); err != nil {
+		return err
 	}
 	c.events = nil
 	for _, child := range c.children {

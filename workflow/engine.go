@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,6 +75,16 @@ type Engine struct {
 	jobs   *jobs.Client
 	cache  *contextCache
 	logger *slog.Logger
+
+	// finishing holds the task outcomes waiting to be recorded, by
+	// execution (see finishBatched).
+	finishMu  sync.Mutex
+	finishing map[int64]*finishQueue
+	// starting holds the step starts waiting to be written (see
+	// startBatched).
+	startMu   sync.Mutex
+	starting  []*startReq
+	startBusy bool
 }
 
 // New builds an Engine and registers the control task type in the jobs
@@ -425,19 +436,29 @@ func (e *Engine) withExecution(ctx context.Context, id int64, fn func(*change) e
 
 // load locks the execution and reads its steps.
 func (e *Engine) load(ctx context.Context, tx pgx.Tx, id int64) (*change, error) {
-	exec, err := db.ExecutionGetForUpdate(ctx, tx, id)
+	exec, err := db.ExecutionLock(ctx, tx, id)
 	if err != nil {
 		return nil, translate(fmt.Sprintf("execution %d", id), err)
 	}
-	steps, err := db.StepList(ctx, tx, id)
+	return e.loadSteps(ctx, tx, exec)
+}
+
+// loadSteps reads every step of the locked execution exec.
+func (e *Engine) loadSteps(ctx context.Context, tx pgx.Tx, exec *db.Execution) (*change, error) {
+	steps, err := db.StepList(ctx, tx, exec.ID)
 	if err != nil {
 		return nil, err
 	}
+	return e.fullChange(tx, exec, steps), nil
+}
+
+// fullChange is a change of the locked execution exec with all its steps.
+func (e *Engine) fullChange(tx pgx.Tx, exec *db.Execution, steps []*db.Step) *change {
 	c := &change{e: e, tx: tx, exec: exec, steps: steps, byKey: make(map[string]*db.Step, len(steps))}
 	for _, s := range steps {
 		c.byKey[s.Key] = s
 	}
-	return c, nil
+	return c
 }
 
 // translate maps db.ErrNotFound to ErrNotFound.

@@ -16,8 +16,10 @@ import (
 // The engine as the processing pipeline sees it (processing.StepRecorder).
 
 // StepStarted records that a step's handler began an attempt.
+//
+// Starts that arrive together are written together (see startBatched).
 func (e *Engine) StepStarted(ctx context.Context, claim db.Claim, ref *jobs.WorkflowRef) error {
-	return db.StepMarkStarted(ctx, e.pool, ref.ExecutionID, ref.Step, claim.ID, claim.Attempt)
+	return e.startBatched(ctx, db.StepStart{ExecutionID: ref.ExecutionID, Key: ref.Step, TaskID: claim.ID, Attempt: claim.Attempt})
 }
 
 // LoadContext fills ref.Input and ref.Outputs from the Redis cache, or from
@@ -46,31 +48,21 @@ func (e *Engine) LoadContext(ctx context.Context, ref *jobs.WorkflowRef) error {
 // Finish records the outcome of a task acting for a workflow step, and its
 // consequences, in one transaction: lock the execution, write the task's
 // outcome fenced on the claim (db.ErrStaleClaim if the claim is no longer
-// current: nothing is written), then advance the execution. The lock is
-// taken before the task's row, the order every engine transaction uses.
+// current: nothing is written; a retry is only checked, and River writes
+// it when the worker returns the error), then advance the execution. The
+// lock is taken before the task's row, the order every engine transaction
+// uses.
+//
+// Outcomes of one execution that arrive together share the transaction
+// (see finishBatched): they serialise on the execution's lock anyway.
 func (e *Engine) Finish(ctx context.Context, claim db.Claim, ref *jobs.WorkflowRef, res jobs.Outcome) error {
-	var c *change
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		var err error
-		if c, err = e.load(ctx, tx, ref.ExecutionID); err != nil {
-			return err
-		}
-		if err := recordOutcome(ctx, tx, claim, res); err != nil {
-			return err
-		}
-		if err := c.onOutcome(ctx, claim, ref, res); err != nil {
-			return err
-		}
-		return c.flush(ctx)
-	})
-	if err != nil {
-		return err
-	}
-	c.afterCommit(ctx)
-	return nil
+	return e.finishBatched(ctx, claim, ref, res)
 }
 
-// recordOutcome writes the task's own state, fenced on the claim.
+// recordOutcome writes the task's own state, fenced on the claim: a final
+// one (completed, discarded) here; for a retry it only checks the claim,
+// and the worker leaves the transition to River (see processing's
+// finishStep).
 func recordOutcome(ctx context.Context, tx pgx.Tx, claim db.Claim, res jobs.Outcome) error {
 	var (
 		ok  bool
@@ -84,7 +76,12 @@ func recordOutcome(ctx context.Context, tx pgx.Tx, claim db.Claim, res jobs.Outc
 	case jobs.OutcomeCompleted:
 		ok, err = db.JobCompleteIfClaimed(ctx, tx, claim, res.Output)
 	case jobs.OutcomeRetry:
-		ok, err = db.JobRetryIfClaimed(ctx, tx, claim, res.RetryAt, attemptErr())
+		// Only checked (and locked), not written: River writes the retry
+		// when the worker returns the error. Writing it here would make the
+		// task claimable again before River's completer has flushed this
+		// run's result, and that result (conditioned on the task being
+		// running, not on the claim) would then land on the next claim.
+		ok, err = db.JobLockIfClaimed(ctx, tx, claim)
 	case jobs.OutcomeFailed:
 		ok, err = db.JobDiscardIfClaimed(ctx, tx, claim, attemptErr())
 	default:

@@ -20,10 +20,12 @@ Usage:
   switchyard migrate  up | down [N] | version apply, roll back or show the schema version
   switchyard enqueue  TYPE --args JSON [flags] enqueue one task
   switchyard demo     [flags]                 enqueue a mix of tasks and show them move through states
+  switchyard chaos    [flags]                 kill pods, restart Redis and Postgres under load, verify nothing is lost
   switchyard task     SUBCOMMAND ...          enqueue, get, list, cancel or retry tasks through the HTTP API
   switchyard queue    list | pause | resume   list, pause or resume queues through the HTTP API
   switchyard workflow SUBCOMMAND ...          start, inspect, signal or control workflow executions through the HTTP API
   switchyard workers                          list the live worker pods through the HTTP API
+  switchyard bench    [--quick] [flags]       benchmark against raw River in one run (local Postgres and Redis)
   switchyard version                          print the version
 
 Settings can also be set by environment variables: --database-url is
@@ -50,6 +52,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runEnqueue(ctx, rest, getenv, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, getenv, stdout, stderr)
+	case "chaos":
+		return runChaos(ctx, rest, getenv, stdout, stderr)
 	case "task":
 		return runTask(ctx, rest, getenv, stdout, stderr)
 	case "queue":
@@ -58,6 +62,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runWorkflow(ctx, rest, getenv, stdout, stderr)
 	case "workers":
 		return runWorkers(ctx, rest, getenv, stdout, stderr)
+	case "bench":
+		return runBench(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "switchyard", buildVersion())
 		return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/switchyard/switchyard/api"
+	"github.com/switchyard/switchyard/chaos"
 	"github.com/switchyard/switchyard/db"
 	"github.com/switchyard/switchyard/demo"
 	"github.com/switchyard/switchyard/events"
@@ -39,6 +40,8 @@ type serveFlags struct {
 	maxBodyBytes      int64
 	metricsAuth       bool
 	demoHandlers      bool
+	chaosHandlers     bool
+	podID             string
 	queues            queuesFlag
 	guardMode         string
 	guardTTL          time.Duration
@@ -64,6 +67,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest accepted request body")
 	fs.BoolVar(&f.metricsAuth, "metrics-auth", false, "require a read token for /metrics")
 	fs.BoolVar(&f.demoHandlers, "demo-handlers", false, "also register the demo's simulated model-deployment handlers (make demo)")
+	fs.BoolVar(&f.chaosHandlers, "chaos-handlers", false, "also register the chaos suite's chaos.work handler (switchyard chaos; needs the suite's tables)")
+	fs.StringVar(&f.podID, "pod-id", "", "this pod's id, unique among running pods (default <hostname>-<pid>-<random>)")
 	fs.Var(f.queues, "queues", "queues to work and their executor sizes, e.g. default=10,email=5")
 	fs.StringVar(&f.guardMode, "guard-mode", string(processing.GuardBestEffort), "when Redis is unreachable: best-effort (run unguarded), strict (snooze), off (no guard)")
 	fs.DurationVar(&f.guardTTL, "guard-ttl", processing.DefaultGuardTTL, "guard lock TTL; refreshed every TTL/3")
@@ -144,6 +149,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
+	// The pod id is decided here, not in processing.New, because the
+	// chaos handler records it with each run.
+	podID := f.podID
+	if podID == "" {
+		podID = processing.DefaultID()
+	}
+	if f.chaosHandlers {
+		if err := chaos.Register(registry, mux, chaos.HandlerDeps{Pool: pool, PodID: podID, Logger: logger}); err != nil {
+			return err
+		}
+	}
 	// One insert-only client serves the API and the workflow engine: River
 	// announces every insert with a notification, so this pod's workers
 	// wake up for it all the same.
@@ -160,6 +176,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if f.runWorkers {
 		workflows.RegisterHandlers(mux)
 		svc, err = processing.New(processing.Config{
+			ID:      podID,
 			Version: buildVersion(),
 			Queues:  f.queues,
 			Guard: processing.GuardConfig{
