@@ -10,6 +10,7 @@ WITH_ENV := eval "$$($(SERVICES) env)";
 .PHONY: all services services-stop build test demo fmt vet lint-openapi clean clean-services
 .PHONY: web test-e2e
 .PHONY: chaos chaos-short
+.PHONY: bench bench-quick
 
 all: build
 
@@ -118,15 +119,18 @@ CHAOS_WORKFLOW_RATE ?= 2
 CHAOS_KILL_EVERY ?= 20s
 CHAOS_REDIS_RESTART_EVERY ?= 45s
 CHAOS_PG_RESTART_EVERY ?= 90s
+CHAOS_PAUSE_EVERY ?= 0
 CHAOS_SEED ?= 0
 CHAOS_FLAGS ?=
 CHAOS_RUN = trap 'bash scripts/chaos-services.sh stop >/dev/null 2>&1 || true' EXIT; \
 	bin/switchyard chaos --pods $(CHAOS_PODS) --rate $(CHAOS_RATE) --workflow-rate $(CHAOS_WORKFLOW_RATE) --seed $(CHAOS_SEED)
 
-# Random fault times (mean intervals above), 10 minutes by default.
+# Random fault times (mean intervals above), 10 minutes by default. Pauses
+# (SIGSTOP of a pod for 6s, then SIGCONT) are opt-in: CHAOS_PAUSE_EVERY=30s.
 chaos: build
 	$(CHAOS_RUN) --duration $(CHAOS_DURATION) --kill-every $(CHAOS_KILL_EVERY) \
-		--redis-restart-every $(CHAOS_REDIS_RESTART_EVERY) --pg-restart-every $(CHAOS_PG_RESTART_EVERY) $(CHAOS_FLAGS)
+		--redis-restart-every $(CHAOS_REDIS_RESTART_EVERY) --pg-restart-every $(CHAOS_PG_RESTART_EVERY) \
+		--pause-every $(CHAOS_PAUSE_EVERY) $(CHAOS_FLAGS)
 
 # CI's run: 90s of production on a fixed schedule with every fault kind
 # (kills at 10s, 32s, 53s, 72s; Redis restarts at 19s, 49s, 79s; Postgres
@@ -134,3 +138,16 @@ chaos: build
 chaos-short: build
 	$(CHAOS_RUN) --duration $(CHAOS_SHORT_DURATION) --fixed --kill-every 20s \
 		--redis-restart-every 30s --pg-restart-every 40s $(CHAOS_FLAGS)
+
+# Benchmarks against raw River in the same run (README, "Performance"), on the
+# local Postgres and Redis, each scenario in databases of its own (created and
+# dropped by the run). BENCH_FLAGS adds flags, e.g. BENCH_FLAGS='--json
+# bench.json' or '--scenarios throughput,latency'. About ten minutes; the
+# quick set about two.
+BENCH_FLAGS ?=
+
+bench: services build
+	$(WITH_ENV) bin/switchyard bench $(BENCH_FLAGS)
+
+bench-quick: services build
+	$(WITH_ENV) bin/switchyard bench --quick $(BENCH_FLAGS)

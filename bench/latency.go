@@ -119,7 +119,6 @@ func (r *runner) latencySetups() []latencySetup {
 				}
 				return processing.New(processing.Config{
 					Queues:          map[string]int{benchQueue: latencyWorkers},
-					FetchCooldown:   time.Duration(envInt("BENCH_LAT_COOLDOWN_MS", 0)) * time.Millisecond,
 					ShutdownTimeout: 5 * time.Second,
 					Guard:           processing.GuardConfig{KeyPrefix: r.keyPrefix},
 				}, processing.Deps{Pool: pool, Redis: r.rdb, Registry: reg, Handlers: mux, Metrics: m, Logger: r.logger()})
@@ -154,13 +153,22 @@ func (r *runner) latency(ctx context.Context, params map[string]any) ([]Figure, 
 	var figs []Figure
 	for _, rate := range r.sizes.LatencyRates {
 		res := map[string][]time.Duration{}
+		sent := map[string]float64{}
 		for _, s := range r.latencySetups() {
-			lat, err := r.latencyOnce(ctx, s, rate)
+			lat, rate, err := r.latencyOnce(ctx, s, rate)
 			if err != nil {
 				return nil, err
 			}
-			res[s.id] = lat
+			res[s.id], sent[s.id] = lat, rate
 		}
+		// The rate the producer reached: below the asked rate, enqueueing
+		// itself could not keep up on this machine.
+		figs = append(figs, withBaseline(Figure{
+			ID:    fmt.Sprintf("latency.%d_per_s.sent_per_s", rate),
+			Label: fmt.Sprintf("enqueue rate reached at %d/s, Switchyard", rate),
+			Unit:  "tasks/s",
+			Value: sent["switchyard"],
+		}, sent["river_defaults"], "River defaults"))
 		for _, p := range []float64{50, 95, 99} {
 			f := Figure{
 				ID:    fmt.Sprintf("latency.%d_per_s.p%.0f", rate, p),
@@ -187,16 +195,16 @@ func (r *runner) latency(ctx context.Context, params map[string]any) ([]Figure, 
 // against one configuration and returns the sorted enqueue-to-start
 // times. The producer sends on a fixed schedule whatever the replies do;
 // each task carries the moment its enqueue began.
-func (r *runner) latencyOnce(ctx context.Context, s latencySetup, rate int) ([]time.Duration, error) {
+func (r *runner) latencyOnce(ctx context.Context, s latencySetup, rate int) ([]time.Duration, float64, error) {
 	pool, dbURL, err := r.newDatabase(ctx, s.schema, latencyWorkers+8)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer pool.Close()
 	const producers = 32
 	ppool, err := newPool(ctx, dbURL, producers)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer ppool.Close()
 	// Open the producer's connections now, not during the measurement.
@@ -204,7 +212,7 @@ func (r *runner) latencyOnce(ctx context.Context, s latencySetup, rate int) ([]t
 	for range producers {
 		c, err := ppool.Acquire(ctx)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		conns = append(conns, c)
 	}
@@ -216,10 +224,10 @@ func (r *runner) latencyOnce(ctx context.Context, s latencySetup, rate int) ([]t
 	rec := &latencyRecorder{samples: make([]atomic.Int64, n)}
 	w, err := s.start(ctx, pool, rec)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := w.Start(ctx); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -228,12 +236,12 @@ func (r *runner) latencyOnce(ctx context.Context, s latencySetup, rate int) ([]t
 	}()
 	enqueue, err := s.enqueue(ppool)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// Let the workers settle (first fetch, leader election) before timing.
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	case <-time.After(500 * time.Millisecond):
 	}
 
@@ -272,14 +280,13 @@ func (r *runner) latencyOnce(ctx context.Context, s latencySetup, rate int) ([]t
 	wg.Wait()
 	sent := time.Since(start)
 	if sendErr != nil {
-		return nil, fmt.Errorf("%s: enqueue: %w", label, sendErr)
+		return nil, 0, fmt.Errorf("%s: enqueue: %w", label, sendErr)
 	}
 	if err := waitFor(ctx, 30*time.Second, 10*time.Millisecond, func() (bool, error) { return rec.started.Load() >= int64(n), nil }); err != nil {
-		return nil, fmt.Errorf("%s: %d of %d tasks started: %w", label, rec.started.Load(), n, err)
+		return nil, 0, fmt.Errorf("%s: %d of %d tasks started: %w", label, rec.started.Load(), n, err)
 	}
 	lat := rec.sorted()
 	r.logf("%s: sent at %.0f/s; p50 %.1f ms, p95 %.1f ms, p99 %.1f ms", label, float64(n)/sent.Seconds(),
 		percentile(lat, 50), percentile(lat, 95), percentile(lat, 99))
-	return lat, nil
+	return lat, float64(n) / sent.Seconds(), nil
 }
-

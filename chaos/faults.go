@@ -2,12 +2,14 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"sort"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,7 +45,7 @@ type PlannedFault struct {
 
 // Periods are the mean intervals of each fault kind; zero disables a kind.
 type Periods struct {
-	Kill, RedisRestart, PGRestart time.Duration
+	Kill, RedisRestart, PGRestart, Pause time.Duration
 }
 
 func (p Periods) of(kind string) time.Duration {
@@ -54,6 +56,8 @@ func (p Periods) of(kind string) time.Duration {
 		return p.RedisRestart
 	case FaultPGRestart:
 		return p.PGRestart
+	case FaultPause:
+		return p.Pause
 	}
 	return 0
 }
@@ -170,15 +174,17 @@ type injector struct {
 	pool     *pgxpool.Pool
 	redisURL string
 	pgOutage time.Duration
+	pauseFor time.Duration
 	rng      *rand.Rand
 	logf     func(string, ...any)
 }
 
-// runningClaimsSQL lists the tasks a pod has claimed and not finished:
-// River appends the claiming client's id to attempted_by.
+// runningClaimsSQL lists the chaos.work tasks a pod has claimed and not
+// finished (River appends the claiming client's id to attempted_by); the
+// engine's control tasks have no ledger to measure them by.
 const runningClaimsSQL = `
 SELECT id, attempt FROM river_job
-WHERE state = 'running' AND attempted_by[array_length(attempted_by, 1)] = $1`
+WHERE state = 'running' AND kind = 'chaos.work' AND attempted_by[array_length(attempted_by, 1)] = $1`
 
 func (in *injector) inject(ctx context.Context, kind string) Fault {
 	f := Fault{Kind: kind}
@@ -192,6 +198,8 @@ func (in *injector) inject(ctx context.Context, kind string) Fault {
 			err = in.waitRedis(ctx)
 		}
 		f.EndedAt = time.Now()
+	case FaultPause:
+		err = in.pause(&f)
 	case FaultPGRestart:
 		f.StartedAt = time.Now()
 		down := strconv.FormatFloat(in.pgOutage.Seconds(), 'f', 3, 64)
@@ -217,9 +225,12 @@ func (in *injector) kill(ctx context.Context, f *Fault) error {
 	if err != nil {
 		return err
 	}
-	// The dead pod changes nothing any more; a rescuer may act from
-	// RescueAfter (3s) on, so look now, retrying briefly if Postgres is
-	// down (the ledger covers what this misses).
+	// The dead pod changes nothing any more, once the statements it had
+	// already sent (a batch of completions) have run: give them a moment.
+	// A rescuer acts only after RescueAfter (3s), so look well before,
+	// retrying briefly if Postgres is down (the ledger covers what this
+	// misses).
+	time.Sleep(200 * time.Millisecond)
 	for try := 0; try < 10; try++ {
 		qctx, cancel := context.WithTimeout(ctx, time.Second)
 		rows, qerr := in.pool.Query(qctx, runningClaimsSQL, p.id)
@@ -238,6 +249,27 @@ func (in *injector) kill(ctx context.Context, f *Fault) error {
 	}
 	if _, err := in.pods.start(p.slot); err != nil {
 		return fmt.Errorf("start replacement for %s: %w", p.id, err)
+	}
+	return nil
+}
+
+// pause freezes a random pod (SIGSTOP) for pauseFor and lets it go on
+// (SIGCONT): a stalled process (a long GC pause, a frozen VM) that the
+// others take for dead and that then resumes with stale claims.
+func (in *injector) pause(f *Fault) error {
+	live := in.pods.live()
+	if len(live) == 0 {
+		return errors.New("no live pod to pause")
+	}
+	p := live[in.rng.IntN(len(live))]
+	f.Target, f.StartedAt = p.id, time.Now()
+	defer func() { f.EndedAt = time.Now() }()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pause pod %s: %w", p.id, err)
+	}
+	time.Sleep(in.pauseFor)
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("resume pod %s: %w", p.id, err)
 	}
 	return nil
 }

@@ -32,9 +32,13 @@ var podTimings = []string{
 const podShutdownTimeout = 5 * time.Second
 
 // PodExit is a pod process that ended without the suite killing or
-// stopping it: a crash.
+// stopping it: a crash if it had been ready, else a failed start-up (serve
+// exits when it cannot reach Postgres at start, e.g. a replacement pod
+// started during a Postgres outage; the slot is restarted).
 type PodExit struct {
-	Pod     string    `json:"pod"`
+	Pod string `json:"pod"`
+	// Ready says whether the pod had answered /readyz before it exited.
+	Ready   bool      `json:"ready"`
 	At      time.Time `json:"at"`
 	Err     string    `json:"err"`
 	LogFile string    `json:"log_file"`
@@ -62,6 +66,8 @@ type pod struct {
 	// ended is set before the suite kills or stops the process, so its
 	// exit is not taken for a crash.
 	ended atomic.Bool
+	// ready is set once the pod has answered /readyz.
+	ready atomic.Bool
 }
 
 // pods runs one worker process per slot: a killed pod is replaced in its
@@ -140,8 +146,12 @@ func (ps *pods) start(slot int) (*pod, error) {
 	p.cmd = cmd
 	ps.slots[slot] = p
 	ps.writePIDs()
-	ps.watchers.Add(1)
+	ps.watchers.Add(2)
 	go ps.watch(p)
+	go func() {
+		defer ps.watchers.Done()
+		_ = p.waitReady(context.Background(), 2*time.Minute)
+	}()
 	return p, nil
 }
 
@@ -162,13 +172,17 @@ func (ps *pods) watch(p *pod) {
 		if err != nil {
 			msg = err.Error()
 		}
-		ps.exits = append(ps.exits, PodExit{Pod: p.id, At: time.Now(), Err: msg, LogFile: p.logPath, LogTail: tail(p.logPath, 2000)})
+		ps.exits = append(ps.exits, PodExit{Pod: p.id, Ready: p.ready.Load(), At: time.Now(), Err: msg, LogFile: p.logPath, LogTail: tail(p.logPath, 2000)})
 	}
 	ps.mu.Unlock()
 	if !crashed || stopping {
 		return
 	}
-	ps.logf("pod %s exited on its own (%v); restarting its slot (log %s)", p.id, err, p.logPath)
+	what := "crashed"
+	if !p.ready.Load() {
+		what = "failed to start"
+	}
+	ps.logf("pod %s %s (%v); restarting its slot (log %s)", p.id, what, err, p.logPath)
 	time.Sleep(time.Second)
 	if _, err := ps.start(p.slot); err != nil {
 		ps.logf("restart slot %d: %v", p.slot+1, err)
@@ -243,6 +257,7 @@ func (p *pod) waitReady(ctx context.Context, timeout time.Duration) error {
 		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				p.ready.Store(true)
 				return nil
 			}
 		}
@@ -314,11 +329,19 @@ func (ps *pods) stopAll() {
 	ps.mu.Unlock()
 }
 
-// crashes returns the pods that exited on their own.
-func (ps *pods) crashes() []PodExit {
+// exited returns the pods that exited on their own: crashes of ready pods,
+// and failed start-ups.
+func (ps *pods) exited() (crashes, startFailures []PodExit) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	return append([]PodExit(nil), ps.exits...)
+	for _, e := range ps.exits {
+		if e.Ready {
+			crashes = append(crashes, e)
+		} else {
+			startFailures = append(startFailures, e)
+		}
+	}
+	return crashes, startFailures
 }
 
 // tail returns the last n bytes of the file at path.

@@ -31,8 +31,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.PGOutageMS > 0 {
 		outage = fmt.Sprintf(" (down %s each)", dur(r.PGOutageMS))
 	}
-	fmt.Fprintf(tw, "faults every: kill %s, redis-restart %s, pg-restart %s%s; drain %s (%s)\n\n",
-		every(r.KillEveryMS), every(r.RedisEveryMS), every(r.PGEveryMS), outage, ms(r.DrainMS), map[bool]string{true: "everything final", false: "DEADLINE PASSED"}[r.Drained])
+	pause := ""
+	if r.PauseEveryMS > 0 {
+		pause = fmt.Sprintf(", pause %s (for %s)", dur(r.PauseEveryMS), dur(r.PauseForMS))
+	}
+	fmt.Fprintf(tw, "faults every: kill %s, redis-restart %s, pg-restart %s%s%s; drain %s (%s)\n\n",
+		every(r.KillEveryMS), every(r.RedisEveryMS), every(r.PGEveryMS), outage, pause, ms(r.DrainMS), map[bool]string{true: "everything final", false: "DEADLINE PASSED"}[r.Drained])
 
 	fmt.Fprintln(tw, "CHECK\tVALUE\t")
 	fmt.Fprintf(tw, "tasks expected (enqueue committed)\t%d\t\n", v.TasksExpected)
@@ -54,6 +58,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(tw, "handler executions per task, effect applied (avg / max)\t%.4f / %d\t%d of %d tasks ran more than once\n",
 		v.Effects.Avg, v.Effects.Max, v.Effects.Over1, v.Effects.Tasks)
 	fmt.Fprintf(tw, "handler runs per task, all (avg / max)\t%.4f / %d\t%d runs never finished\n", v.Runs.Avg, v.Runs.Max, v.UnfinishedRuns)
+	fmt.Fprintf(tw, "completed tasks whose output is a stale run's\t%d\t\n", v.StaleOutputs)
 	fmt.Fprintf(tw, "faults injected\t%s\t\n", faultCounts(v.FaultCounts))
 	fmt.Fprintf(tw, "killed pods' tasks in progress (picked up again)\t%d (%d)\t\n", v.KilledTasks, v.KilledTasksPickedUp)
 	fmt.Fprintf(tw, "longest wait of a killed pod's task (kill → next start)\t%s\t\n", ms(v.LongestKilledWaitMS))
@@ -61,7 +66,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(tw, "postgres restart: longest resumed-after / stall\t%s / %s\t\n", ms(v.LongestPGResumedMS), ms(v.LongestPGStallMS))
 	fmt.Fprintf(tw, "tasks rescued from dead pods (pod logs)\t%d\t\n", r.RescuedTasks)
 	fmt.Fprintf(tw, "guard locks lost (pod logs)\t%d\t\n", r.GuardLocksLost)
-	fmt.Fprintf(tw, "pods crashed (exited on their own)\t%d\t%s\n", len(r.PodCrashes), mark(len(r.PodCrashes)))
+	fmt.Fprintf(tw, "pods crashed (exited on their own once ready)\t%d\t%s\n", len(r.PodCrashes), mark(len(r.PodCrashes)))
+	fmt.Fprintf(tw, "pod start-ups failed (Postgres down; restarted)\t%d\t\n", len(r.PodStartFailures))
 	fmt.Fprintf(tw, "enqueues failed during faults (not expected)\t%d tasks, %d workflows\t\n", r.TaskEnqueueErr, r.WorkflowStartErr)
 	if err := tw.Flush(); err != nil {
 		return err
@@ -127,6 +133,9 @@ func dash(s string) string {
 func faultCounts(m map[string]int) string {
 	parts := make([]string, 0, len(FaultKinds))
 	for _, k := range FaultKinds {
+		if k == FaultPause && m[k] == 0 {
+			continue // opt-in
+		}
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")

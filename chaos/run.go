@@ -40,6 +40,8 @@ type Config struct {
 	// PGOutage keeps Postgres down this long in each pg-restart fault
 	// (stop, wait, start); zero is a plain pg_ctl restart -m fast.
 	PGOutage time.Duration
+	// PauseFor is how long a pause fault keeps its pod stopped.
+	PauseFor time.Duration
 	// Schedule is ScheduleRandom or ScheduleFixed.
 	Schedule string
 	// Seed makes the schedule, the pods killed and the task mix
@@ -88,6 +90,8 @@ type Report struct {
 	RedisEveryMS     int64     `json:"redis_restart_every_ms"`
 	PGEveryMS        int64     `json:"pg_restart_every_ms"`
 	PGOutageMS       int64     `json:"pg_outage_ms"`
+	PauseEveryMS     int64     `json:"pause_every_ms"`
+	PauseForMS       int64     `json:"pause_for_ms"`
 	FaultsPlanned    int       `json:"faults_planned"`
 	Started          time.Time `json:"started"`
 	DrainMS          int64     `json:"drain_ms"`
@@ -96,8 +100,11 @@ type Report struct {
 	TaskEnqueueErr   int64     `json:"task_enqueue_failures"`
 	WorkflowsStarted int64     `json:"workflows_started"`
 	WorkflowStartErr int64     `json:"workflow_start_failures"`
-	// PodCrashes are pods that exited without being killed or stopped.
-	PodCrashes []PodExit `json:"pod_crashes"`
+	// PodCrashes are pods that exited without being killed or stopped,
+	// after they had been ready; PodStartFailures exited before (serve
+	// exits when Postgres is unreachable at start-up) and were restarted.
+	PodCrashes       []PodExit `json:"pod_crashes"`
+	PodStartFailures []PodExit `json:"pod_start_failures"`
 	// RescuedTasks and GuardLocksLost are counted in the pods' logs.
 	RescuedTasks   int `json:"rescued_tasks"`
 	GuardLocksLost int `json:"guard_locks_lost"`
@@ -143,6 +150,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Pods run a copy of the binary: a rebuild of bin/switchyard during
+	// the run must not change what replacement pods run.
+	exe, err := copyExecutable(cfg.Executable, filepath.Join(dir, "switchyard"))
+	if err != nil {
+		return nil, fmt.Errorf("chaos: copy the binary for the pods: %w", err)
+	}
+	cfg.Executable = exe
 	var logMu sync.Mutex
 	r := &runner{
 		cfg: cfg,
@@ -172,7 +186,7 @@ func (r *runner) run(ctx context.Context, plan []PlannedFault) (*Report, error) 
 		Seed: cfg.Seed, Schedule: cfg.Schedule, DurationMS: cfg.Duration.Milliseconds(), Pods: cfg.Pods,
 		Rate: cfg.Rate, WorkflowRate: cfg.WorkflowRate, KillEveryMS: cfg.Periods.Kill.Milliseconds(),
 		RedisEveryMS: cfg.Periods.RedisRestart.Milliseconds(), PGEveryMS: cfg.Periods.PGRestart.Milliseconds(),
-		PGOutageMS:    cfg.PGOutage.Milliseconds(),
+		PGOutageMS: cfg.PGOutage.Milliseconds(), PauseEveryMS: cfg.Periods.Pause.Milliseconds(), PauseForMS: cfg.PauseFor.Milliseconds(),
 		FaultsPlanned: len(plan), DatabaseURL: r.dbURL,
 	}
 	killLeftovers(cfg.Dir)
@@ -233,7 +247,7 @@ func (r *runner) run(ctx context.Context, plan []PlannedFault) (*Report, error) 
 		return nil, err
 	}
 	prod := &producer{pool: pool, jobs: client, engine: engine}
-	in := &injector{pods: ps, services: r.services, pool: pool, redisURL: r.redisURL, pgOutage: cfg.PGOutage,
+	in := &injector{pods: ps, services: r.services, pool: pool, redisURL: r.redisURL, pgOutage: cfg.PGOutage, pauseFor: cfg.PauseFor,
 		rng: rand.New(rand.NewPCG(cfg.Seed, 4)), logf: r.logf}
 
 	// Production and faults.
@@ -275,7 +289,7 @@ func (r *runner) run(ctx context.Context, plan []PlannedFault) (*Report, error) 
 	// changes any more.
 	r.logf("stopping pods")
 	ps.stopAll()
-	rep.PodCrashes = ps.crashes()
+	rep.PodCrashes, rep.PodStartFailures = ps.exited()
 	rep.RescuedTasks, rep.GuardLocksLost = countLogLines(filepath.Join(cfg.Dir, "pods"))
 
 	verifyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
@@ -300,6 +314,8 @@ func (r *runner) run(ctx context.Context, plan []PlannedFault) (*Report, error) 
 // prepare recreates the suite's database, migrates it, creates the suite's
 // tables and empties Redis.
 func (r *runner) prepare(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	adminURL := strings.Replace(r.dbURL, "/"+Database+"?", "/postgres?", 1)
 	err := retry(ctx, func(ctx context.Context) error {
 		conn, err := pgx.Connect(ctx, adminURL)
@@ -491,4 +507,27 @@ func countLogLines(dir string) (rescued, lost int) {
 		f.Close()
 	}
 	return rescued, lost
+}
+
+// copyExecutable copies the binary at src to dst (replacing it) and
+// returns dst.
+func copyExecutable(src, dst string) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", err
+	}
+	if err := out.Close(); err != nil {
+		return "", err
+	}
+	return dst, os.Rename(tmp, dst)
 }

@@ -67,7 +67,7 @@ CREATE INDEX IF NOT EXISTS chaos_final_task_idx ON chaos_final (task_id);
 
 CREATE TABLE IF NOT EXISTS chaos_fault (
     id         bigserial   PRIMARY KEY,
-    kind       text        NOT NULL CHECK (kind IN ('kill', 'redis-restart', 'pg-restart')),
+    kind       text        NOT NULL CHECK (kind IN ('kill', 'redis-restart', 'pg-restart', 'pause')),
     target     text        NOT NULL DEFAULT '',
     started_at timestamptz NOT NULL,
     ended_at   timestamptz NOT NULL,

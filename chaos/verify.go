@@ -15,10 +15,11 @@ const (
 	FaultKill         = "kill"          // SIGKILL of a worker pod
 	FaultRedisRestart = "redis-restart" // Redis shut down (nosave) and started again
 	FaultPGRestart    = "pg-restart"    // pg_ctl restart -m fast
+	FaultPause        = "pause"         // SIGSTOP of a worker pod, SIGCONT after a while
 )
 
 // FaultKinds lists the kinds in report order.
-var FaultKinds = []string{FaultKill, FaultRedisRestart, FaultPGRestart}
+var FaultKinds = []string{FaultKill, FaultRedisRestart, FaultPGRestart, FaultPause}
 
 // killedTaskTimeout bounds how long before a kill a ledger row may have
 // started and still be in progress at the kill: chaos.work's timeout.
@@ -117,6 +118,13 @@ type Verification struct {
 	Effects        PerTask `json:"effects_per_task"`
 	Runs           PerTask `json:"runs_per_task"`
 	UnfinishedRuns int     `json:"unfinished_runs"`
+	// StaleOutputs counts completed plain tasks whose recorded output
+	// (the handler's, naming its pod) is not from the task's last claim:
+	// a stale run's completion merged its output into the row after the
+	// current claim completed it (River merges metadata even when the
+	// task is no longer running). Reported, not failed: the task finished
+	// once; see the README's delivery guarantee.
+	StaleOutputs int `json:"stale_outputs"`
 	// EffectMismatches counts tasks whose effect counter disagrees with
 	// their ledger (the effect and the ledger row share a transaction, so
 	// this must be zero).
@@ -332,7 +340,17 @@ FULL JOIN (SELECT task_id, count(*) AS n FROM chaos_ledger WHERE outcome = 'done
   ON d.task_id = e.task_id
 WHERE e.applied IS DISTINCT FROM d.n`
 
+const staleOutputsSQL = `
+SELECT count(*)
+FROM chaos_expected x
+JOIN river_job j ON j.id = x.task_id
+WHERE x.kind = 'task' AND j.state = 'completed' AND j.metadata ? 'output'
+  AND j.metadata->'output'->>'pod' IS DISTINCT FROM j.attempted_by[array_length(j.attempted_by, 1)]`
+
 func verifyRuns(ctx context.Context, q db.DBTX, v *Verification) error {
+	if err := q.QueryRow(ctx, staleOutputsSQL).Scan(&v.StaleOutputs); err != nil {
+		return err
+	}
 	e := &v.Effects
 	if err := q.QueryRow(ctx, effectsSQL).Scan(&e.Tasks, &e.Avg, &e.Max, &e.Over1); err != nil {
 		return err
@@ -351,9 +369,12 @@ FROM chaos_fault ORDER BY started_at, id`
 // killedTasksSQL lists the tasks a killed pod had in progress and, for each,
 // the first start of a run after the kill. In progress means: claimed by
 // the pod (running, the pod last in attempted_by) when the suite looked
-// right after the kill (chaos_fault_task), or a run of the pod in the
+// just after the kill (chaos_fault_task), or a run of the pod in the
 // ledger that started before the kill (within the task timeout), never
-// finished, and was the task's latest run at the kill.
+// finished, and was the task's latest run at the kill. A task that ended
+// final with the killed pod still its last claimer is left out: the pod's
+// own completion, sent before the kill, landed after it, and nobody had
+// to pick the task up.
 const killedTasksSQL = `
 WITH k AS (
     SELECT ft.task_id FROM chaos_fault_task ft WHERE ft.fault_id = $1
@@ -367,12 +388,16 @@ WITH k AS (
 SELECT k.task_id,
        (SELECT extract(epoch FROM min(l.started_at) - $3) * 1000 FROM chaos_ledger l
         WHERE l.task_id = k.task_id AND l.started_at > $3)::float8
-FROM k ORDER BY k.task_id`
+FROM k
+LEFT JOIN river_job j ON j.id = k.task_id
+WHERE coalesce(j.kind, 'chaos.work') = 'chaos.work'
+  AND NOT coalesce(j.state IN ('completed', 'discarded', 'cancelled') AND j.attempted_by[array_length(j.attempted_by, 1)] = $2, false)
+ORDER BY k.task_id`
 
 // recoverySQL measures a restart: the first finished run after the service
 // was back, and the longest gap between finished runs (window edges count
-// as runs) from 5s before the fault to recoveryWindow after it, or to the
-// end of production ($4) if that comes first.
+// as runs) from 5s before the fault to recoveryWindow after it, or to $4
+// if that comes first (the next fault's start, or the end of production).
 const recoverySQL = `
 WITH w AS (
     SELECT $1::timestamptz - interval '5 seconds' AS lo,
@@ -411,6 +436,9 @@ func verifyFaults(ctx context.Context, q db.DBTX, v *Verification, opts VerifyOp
 		}
 		v.FaultCounts[f.Kind]++
 		switch f.Kind {
+		case FaultPause:
+			// A frozen pod: what matters is the checks above (nothing lost
+			// or finished twice when it resumes with stale claims).
 		case FaultKill:
 			if err := measureKill(ctx, q, f); err != nil {
 				return err
@@ -419,8 +447,15 @@ func verifyFaults(ctx context.Context, q db.DBTX, v *Verification, opts VerifyOp
 			v.KilledTasksPickedUp += f.TasksPickedUp
 			v.LongestKilledWaitMS = max(v.LongestKilledWaitMS, f.LongestWaitMS)
 		default:
+			hi := end
+			for _, next := range faults[i+1:] {
+				if next.Error == "" && next.StartedAt.After(f.EndedAt) {
+					hi = minTime(hi, next.StartedAt)
+					break
+				}
+			}
 			var resumed, stall *float64
-			if err := q.QueryRow(ctx, recoverySQL, f.StartedAt, f.EndedAt, recoveryWindow.Seconds(), end).Scan(&resumed, &stall); err != nil {
+			if err := q.QueryRow(ctx, recoverySQL, f.StartedAt, f.EndedAt, recoveryWindow.Seconds(), hi).Scan(&resumed, &stall); err != nil {
 				return err
 			}
 			if resumed != nil {
@@ -460,4 +495,11 @@ func measureKill(ctx context.Context, q db.DBTX, f *FaultResult) error {
 		return nil
 	})
 	return err
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

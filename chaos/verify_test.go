@@ -134,9 +134,13 @@ func TestVerifyCountsHandMadeRun(t *testing.T) {
 	// Plain tasks.
 	t1 := f.job("completed") // completed once, one effect
 	f.expectTask(t1, "completed")
+	f.exec(`UPDATE river_job SET attempted_by = '{pod-a}', metadata = '{"output": {"pod": "pod-a"}}' WHERE id = $1`, t1)
 	f.run(t1, "pod-a", t0, sec(t0, 1), "done")
 	t2 := f.job("completed") // re-run after its effect: two executions, one completion
 	f.expectTask(t2, "completed")
+	// pod-b's claim completed it, but pod-a's stale completion merged its
+	// output afterwards.
+	f.exec(`UPDATE river_job SET attempted_by = '{pod-a,pod-b}', metadata = '{"output": {"pod": "pod-a"}}' WHERE id = $1`, t2)
 	f.run(t2, "pod-a", t0, sec(t0, 1), "done")
 	f.run(t2, "pod-b", sec(t0, 5), sec(t0, 6), "done")
 	t3 := f.job("discarded") // failed as designed
@@ -183,6 +187,19 @@ func TestVerifyCountsHandMadeRun(t *testing.T) {
 	t13 := f.job("running") // claimed at the kill, never ran again
 	f.exec(`INSERT INTO chaos_fault_task (fault_id, task_id, attempt) VALUES ($1, $2, 1)`, kill, t13)
 	f.run(t13, "pod-a", sec(k, -1), time.Time{}, "")
+	// Claimed at the kill, but the pod's own completion (sent before the
+	// kill) landed after it: not waiting for anyone.
+	t14 := f.job("completed")
+	f.exec(`UPDATE river_job SET attempted_by = '{pod-a}' WHERE id = $1`, t14)
+	f.exec(`INSERT INTO chaos_fault_task (fault_id, task_id, attempt) VALUES ($1, $2, 1)`, kill, t14)
+	f.run(t14, "pod-a", sec(k, -1), sec(k, -0.1), "done")
+	ctl := f.job("completed") // a workflow control task the pod had claimed: no ledger, not measured
+	f.exec(`UPDATE river_job SET kind = 'switchyard.workflow', attempted_by = '{pod-a,pod-b}' WHERE id = $1`, ctl)
+	f.exec(`INSERT INTO chaos_fault_task (fault_id, task_id, attempt) VALUES ($1, $2, 1)`, kill, ctl)
+	t15 := f.job("completed") // claimed at the kill, then by pod-b: picked up
+	f.exec(`UPDATE river_job SET attempted_by = '{pod-a,pod-b}' WHERE id = $1`, t15)
+	f.exec(`INSERT INTO chaos_fault_task (fault_id, task_id, attempt) VALUES ($1, $2, 1)`, kill, t15)
+	f.run(t15, "pod-b", sec(k, 3), sec(k, 3.5), "done")
 
 	// A Postgres restart from s to s+1s, and a Redis restart that failed.
 	s := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -191,6 +208,8 @@ func TestVerifyCountsHandMadeRun(t *testing.T) {
 		f.run(f.job("completed"), "pod-c", sec(s, at-0.1), sec(s, at), "done")
 	}
 	f.fault(chaos.FaultRedisRestart, "", sec(s, -1800), sec(s, -1799), "redis-server: not found")
+	// The next fault cuts the Postgres restart's stall window short.
+	f.fault(chaos.FaultRedisRestart, "", sec(s, 1.2), sec(s, 1.3), "")
 
 	f.effects()
 	// An effect without its ledger row: the two disagree for t5.
@@ -218,20 +237,21 @@ func TestVerifyCountsHandMadeRun(t *testing.T) {
 		{"steps completed twice", v.StepsCompletedTwice, 1},
 		{"executions finished twice", v.ExecutionsFinishedTwice, 1},
 		{"steps completed without effect", v.StepsCompletedWithoutEffect, 1},
-		{"effects: tasks", v.Effects.Tasks, 11},
+		{"effects: tasks", v.Effects.Tasks, 13},
 		{"effects: max", v.Effects.Max, 2},
 		{"effects: over 1", v.Effects.Over1, 1},
-		{"runs: tasks", v.Runs.Tasks, 14},
+		{"runs: tasks", v.Runs.Tasks, 16},
 		{"runs: max", v.Runs.Max, 2},
 		{"runs: over 1", v.Runs.Over1, 4},
 		{"unfinished runs", v.UnfinishedRuns, 5},
+		{"stale outputs", v.StaleOutputs, 1},
 		{"effect mismatches", v.EffectMismatches, 1},
-		{"faults", len(v.Faults), 3},
+		{"faults", len(v.Faults), 4},
 		{"kill faults counted", v.FaultCounts[chaos.FaultKill], 1},
 		{"pg faults counted", v.FaultCounts[chaos.FaultPGRestart], 1},
-		{"failed redis fault not counted", v.FaultCounts[chaos.FaultRedisRestart], 0},
-		{"killed tasks", v.KilledTasks, 3},
-		{"killed tasks picked up", v.KilledTasksPickedUp, 2},
+		{"redis faults counted (not the failed one)", v.FaultCounts[chaos.FaultRedisRestart], 1},
+		{"killed tasks", v.KilledTasks, 4},
+		{"killed tasks picked up", v.KilledTasksPickedUp, 3},
 		{"problems", len(v.Problems), 8},
 	}
 	for _, c := range ints {
@@ -243,8 +263,8 @@ func TestVerifyCountsHandMadeRun(t *testing.T) {
 		name      string
 		got, want float64
 	}{
-		{"effects: avg", v.Effects.Avg, 12.0 / 11},
-		{"runs: avg", v.Runs.Avg, 18.0 / 14},
+		{"effects: avg", v.Effects.Avg, 14.0 / 13},
+		{"runs: avg", v.Runs.Avg, 20.0 / 16},
 	}
 	for _, c := range floats {
 		if math.Abs(c.got-c.want) > 1e-9 {
@@ -257,10 +277,14 @@ func TestVerifyCountsHandMadeRun(t *testing.T) {
 	}{
 		{"longest killed task wait", v.LongestKilledWaitMS, 4000},
 		{"pg restart resumed after", v.LongestPGResumedMS, 500},
-		// Window: 5s before the restart to the end of production (s+4s);
-		// finished runs at s-2, s+1.5, s+3: the longest gap is 3.5s.
-		{"pg restart stall", v.LongestPGStallMS, 3500},
-		{"failed redis restart not measured", v.LongestRedisStallMS, 0},
+		// Window: 5s before the restart to the next fault (s+1.2s);
+		// finished runs at s-2: the longest gap is s-2 to s+1.2.
+		{"pg restart stall", v.LongestPGStallMS, 3200},
+		// The Redis restart (s+1.2 to s+1.3): window s-3.8 to the end of
+		// production (s+4); runs at s-2, s+1.5, s+3. (The failed one is
+		// not measured.)
+		{"redis restart resumed after", v.LongestRedisResumedMS, 200},
+		{"redis restart stall", v.LongestRedisStallMS, 3500},
 	}
 	for _, c := range millis {
 		if c.got != c.want {

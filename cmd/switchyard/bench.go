@@ -16,7 +16,8 @@ import (
 // same-run baselines.
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var (
-		conn      connFlags
+		dbURL     string
+		redisURL  string
 		quick     bool
 		tiny      bool
 		jsonOut   string
@@ -25,7 +26,9 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		profiles  string
 	)
 	fs := newFlagSet("bench", stderr)
-	conn.register(fs, true)
+	fs.StringVar(&dbURL, "database-url", "postgres://postgres@127.0.0.1:55432/switchyard?sslmode=disable",
+		"Postgres URL: the bench creates (and drops) its own databases on this server")
+	fs.StringVar(&redisURL, "redis-url", "redis://127.0.0.1:56379/0", "Redis URL (guard locks, workflow context cache), used under a key prefix of the run")
 	fs.BoolVar(&quick, "quick", false, "the smaller set (about two minutes) instead of the standard one (about ten)")
 	fs.BoolVar(&tiny, "tiny", false, "a smoke run of seconds (about 1,000 tasks per scenario); its figures mean nothing")
 	fs.StringVar(&jsonOut, "json", "", "also write the report as JSON to this file (- for stdout; the table then goes to stderr)")
@@ -67,8 +70,8 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		table = stderr
 	}
 	rep, err := bench.Run(ctx, bench.Config{
-		DatabaseURL: conn.databaseURL,
-		RedisURL:    conn.redisURL,
+		DatabaseURL: dbURL,
+		RedisURL:    redisURL,
 		Mode:        mode,
 		Scenarios:   strings.Split(scenarios, ","),
 		Binary:      binary,

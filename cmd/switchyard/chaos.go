@@ -33,6 +33,8 @@ func runChaos(ctx context.Context, args []string, _ func(string) string, stdout,
 	fs.DurationVar(&cfg.Periods.Kill, "kill-every", 20*time.Second, "mean interval between SIGKILLs of a random pod (0: none)")
 	fs.DurationVar(&cfg.Periods.RedisRestart, "redis-restart-every", 45*time.Second, "mean interval between Redis restarts (0: none)")
 	fs.DurationVar(&cfg.Periods.PGRestart, "pg-restart-every", 90*time.Second, "mean interval between Postgres restarts (0: none)")
+	fs.DurationVar(&cfg.Periods.Pause, "pause-every", 0, "mean interval between pauses of a random pod: SIGSTOP, then SIGCONT after --pause-for (0: none)")
+	fs.DurationVar(&cfg.PauseFor, "pause-for", 6*time.Second, "how long a paused pod stays stopped (longer than rescue-after plus the guard TTL, 6s, makes others take it for dead)")
 	fs.DurationVar(&cfg.PGOutage, "pg-outage", 0, "keep Postgres down this long in each Postgres restart (stop, wait, start; 0: pg_ctl restart -m fast)")
 	fs.StringVar(&cfg.Schedule, "schedule", chaos.ScheduleRandom, "fault schedule: random (intervals drawn from 0.5-1.5x the period) or fixed (exact periods, staggered; every kind whose period fits fires at least once)")
 	fs.BoolVar(&useFixed, "fixed", false, "shorthand for --schedule fixed")
