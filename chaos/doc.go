@@ -2,8 +2,9 @@
 // chaos`, `make chaos-short`): it runs worker pods as real processes
 // against a Postgres and a Redis of its own, produces tasks and workflow
 // executions at steady rates, kills pods with SIGKILL and restarts Redis
-// and Postgres while work is in flight, and then checks in the database
-// that nothing was lost and nothing was completed twice.
+// and Postgres while work is in flight (and, opt-in, freezes pods with
+// SIGSTOP long enough to be taken for dead), and then checks in the
+// database that nothing was lost and nothing was completed twice.
 //
 // The pieces:
 //
@@ -35,4 +36,7 @@
 //   - A workflow step is completed twice when its execution's history holds
 //     more than one step_completed event for it; an execution is finished
 //     twice when its history holds more than one execution_* final event.
+//   - A stale output (reported, not failed) is a completed plain task whose
+//     recorded output comes from a run other than its last claim: River
+//     merges a stale completion's output even into a finished row.
 package chaos
