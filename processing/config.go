@@ -100,6 +100,8 @@ const (
 	DefaultFetchCooldown     = 5 * time.Millisecond
 	DefaultFetchPollInterval = time.Second
 	DefaultHeartbeatInterval = 3 * time.Second
+	DefaultRescueInterval    = 2 * time.Second
+	DefaultRescueAfter       = 10 * time.Second
 	DefaultVersion           = "dev"
 )
 
@@ -134,10 +136,10 @@ func (c Config) WithDefaults() Config {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if c.RescueInterval <= 0 {
-		c.RescueInterval = 2 * time.Second
+		c.RescueInterval = DefaultRescueInterval
 	}
 	if c.RescueAfter <= 0 {
-		c.RescueAfter = max(10*time.Second, 3*c.HeartbeatInterval)
+		c.RescueAfter = max(DefaultRescueAfter, 3*c.HeartbeatInterval)
 	}
 	if c.WorkflowExecutorSize <= 0 {
 		c.WorkflowExecutorSize = 10

@@ -220,9 +220,9 @@ func (c *change) finalSteps() int {
 	if c.partial {
 		n := c.origFinal
 		for _, s := range c.steps {
-			if stepFinal(s.Status) && !stepFinal(c.orig[s]) {
+			if StepFinal(s.Status) && !StepFinal(c.orig[s]) {
 				n++
-			} else if !stepFinal(s.Status) && stepFinal(c.orig[s]) {
+			} else if !StepFinal(s.Status) && StepFinal(c.orig[s]) {
 				n--
 			}
 		}
@@ -230,7 +230,7 @@ func (c *change) finalSteps() int {
 	}
 	n := 0
 	for _, s := range c.steps {
-		if stepFinal(s.Status) {
+		if StepFinal(s.Status) {
 			n++
 		}
 	}
@@ -242,7 +242,7 @@ func (c *change) finalSteps() int {
 // execution if every step is final. It repeats because a step can
 // complete as it is dispatched (a wait whose signal already arrived).
 func (c *change) advance(ctx context.Context) error {
-	for progressed := true; progressed && !executionFinal(c.exec.Status); {
+	for progressed := true; progressed && !ExecutionFinal(c.exec.Status); {
 		progressed = false
 		for _, s := range c.steps {
 			if s.Status != StepPending || !c.depsDone(s) {
@@ -392,7 +392,7 @@ func (c *change) stop(ctx context.Context, status, reason, pendingStatus string)
 	c.setStatus(status, reason)
 	now := time.Now()
 	for _, s := range c.steps {
-		if stepFinal(s.Status) {
+		if StepFinal(s.Status) {
 			continue
 		}
 		if s.Status == StepPending {
@@ -419,7 +419,7 @@ func (c *change) stop(ctx context.Context, status, reason, pendingStatus string)
 
 // finishIfDone completes the execution when every step is final.
 func (c *change) finishIfDone(ctx context.Context) error {
-	if executionFinal(c.exec.Status) {
+	if ExecutionFinal(c.exec.Status) {
 		return nil
 	}
 	if c.partial {
@@ -430,7 +430,7 @@ func (c *change) finishIfDone(ctx context.Context) error {
 		return errNeedFull
 	}
 	for _, s := range c.steps {
-		if !stepFinal(s.Status) {
+		if !StepFinal(s.Status) {
 			return nil
 		}
 	}
@@ -506,7 +506,7 @@ func (c *change) flush(ctx context.Context) error {
 
 // afterCommit updates the context cache once the change is durable.
 func (c *change) afterCommit(ctx context.Context) {
-	if c.dropCache || executionFinal(c.exec.Status) {
+	if c.dropCache || ExecutionFinal(c.exec.Status) {
 		c.e.cache.drop(ctx, c.exec.ID)
 	} else if len(c.outputs) > 0 {
 		c.e.cache.addOutputs(ctx, c.exec.ID, c.outputs)

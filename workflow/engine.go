@@ -298,7 +298,7 @@ func (e *Engine) Signal(ctx context.Context, id int64, name string, payload json
 	}
 	var res *SignalResult
 	err := e.withExecution(ctx, id, func(c *change) error {
-		if executionFinal(c.exec.Status) {
+		if ExecutionFinal(c.exec.Status) {
 			return fmt.Errorf("%w: execution is %s", ErrInvalidState, c.exec.Status)
 		}
 		var key *string
@@ -331,7 +331,7 @@ func (e *Engine) Signal(ctx context.Context, id int64, name string, payload json
 // waiting and pending steps cancelled, child executions cancelled.
 func (e *Engine) Cancel(ctx context.Context, id int64) (*Execution, error) {
 	return e.control(ctx, id, func(c *change) error {
-		if executionFinal(c.exec.Status) {
+		if ExecutionFinal(c.exec.Status) {
 			return fmt.Errorf("%w: execution is %s", ErrInvalidState, c.exec.Status)
 		}
 		return c.stop(ctx, StatusCancelled, "cancelled by request", StepCancelled)

@@ -38,7 +38,8 @@ var (
 	ErrUnknownSignal = errors.New("no step of the execution waits for this signal")
 )
 
-func executionFinal(status string) bool {
+// ExecutionFinal reports whether an execution status is final.
+func ExecutionFinal(status string) bool {
 	switch status {
 	case StatusCompleted, StatusFailed, StatusCancelled, StatusTimedOut:
 		return true
@@ -46,7 +47,8 @@ func executionFinal(status string) bool {
 	return false
 }
 
-func stepFinal(status string) bool {
+// StepFinal reports whether a step status is final.
+func StepFinal(status string) bool {
 	switch status {
 	case StepCompleted, StepFailed, StepSkipped, StepCancelled:
 		return true

@@ -39,7 +39,7 @@ func (e *Engine) LoadContext(ctx context.Context, ref *jobs.WorkflowRef) error {
 		return fmt.Errorf("load context of execution %d: %w", ref.ExecutionID, err)
 	}
 	ref.Input, ref.Outputs = exec.Input, outputs
-	if !executionFinal(exec.Status) {
+	if !ExecutionFinal(exec.Status) {
 		e.cache.fill(ctx, exec.ID, exec.Input, outputs)
 	}
 	return nil
@@ -98,14 +98,14 @@ func recordOutcome(ctx context.Context, tx pgx.Tx, claim db.Claim, res jobs.Outc
 
 // onOutcome applies a task's outcome to the execution.
 func (c *change) onOutcome(ctx context.Context, claim db.Claim, ref *jobs.WorkflowRef, res jobs.Outcome) error {
-	if executionFinal(c.exec.Status) {
+	if ExecutionFinal(c.exec.Status) {
 		return nil // e.g. a task finishing after its execution was cancelled
 	}
 	s := c.byKey[ref.Step]
 	current := s != nil && s.TaskID != nil && *s.TaskID == claim.ID
 	switch ref.Role {
 	case "task":
-		if !current || stepFinal(s.Status) {
+		if !current || StepFinal(s.Status) {
 			return nil // a task of an earlier run of the step (before a retry)
 		}
 		switch res.Kind {

@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"github.com/switchyard/switchyard/workflow"
 )
 
 const workflowUsage = `Usage:
@@ -65,67 +67,12 @@ func runWorkflow(ctx context.Context, args []string, getenv func(string) string,
 	return fmt.Errorf("workflow: unknown subcommand %q", sub)
 }
 
-// executionView is an execution as the API returns it.
-type executionView struct {
-	ID             int64           `json:"id"`
-	Name           string          `json:"name"`
-	Status         string          `json:"status"`
-	Input          json.RawMessage `json:"input"`
-	Error          string          `json:"error"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	ParentID       *int64          `json:"parent_id"`
-	ParentStep     string          `json:"parent_step"`
-	Timeout        string          `json:"timeout"`
-	Progress       float64         `json:"progress"`
-	StepsTotal     int             `json:"steps_total"`
-	StepsFinal     int             `json:"steps_final"`
-	CreatedAt      time.Time       `json:"created_at"`
-	FinishedAt     *time.Time      `json:"finished_at"`
-	Steps          []stepView      `json:"steps"`
-}
-
-// stepView is one step of an execution as the API returns it.
-type stepView struct {
-	Key              string          `json:"key"`
-	Kind             string          `json:"kind"`
-	Status           string          `json:"status"`
-	DependsOn        []string        `json:"depends_on"`
-	Optional         bool            `json:"optional"`
-	TaskID           *int64          `json:"task_id"`
-	ChildExecutionID *int64          `json:"child_execution_id"`
-	Attempt          int             `json:"attempt"`
-	Output           json.RawMessage `json:"output"`
-	Error            string          `json:"error"`
-	StartedAt        *time.Time      `json:"started_at"`
-	FinishedAt       *time.Time      `json:"finished_at"`
-}
-
-// eventView is one event of an execution's history.
-type eventView struct {
-	ID   int64           `json:"id"`
-	At   time.Time       `json:"at"`
-	Type string          `json:"type"`
-	Step string          `json:"step"`
-	Data json.RawMessage `json:"data"`
-}
-
-// executionFinal reports whether an execution status is final.
-func executionFinal(status string) bool {
-	switch status {
-	case "completed", "failed", "cancelled", "timed_out":
-		return true
-	}
-	return false
-}
-
-// stepFinal reports whether a step status is final.
-func stepFinal(status string) bool {
-	switch status {
-	case "completed", "failed", "skipped", "cancelled":
-		return true
-	}
-	return false
-}
+// The API's JSON is the engine's views; decode into them directly.
+type (
+	executionView = workflow.Execution
+	stepView      = workflow.StepState
+	eventView     = workflow.Event
+)
 
 // parseExecutionID checks an ID argument.
 func parseExecutionID(cmd, s string) (int64, error) {
@@ -336,7 +283,7 @@ func waitExecution(ctx context.Context, api *apiClient, id int64, p *progress, s
 			}
 			last = &e
 			p.update(&e)
-			if executionFinal(e.Status) {
+			if workflow.ExecutionFinal(e.Status) {
 				p.end()
 				return &e, raw, nil
 			}
@@ -479,7 +426,7 @@ func progressLine(e *executionView, elapsed string) string {
 		total, final = len(e.Steps), 0
 		for _, s := range e.Steps {
 			switch {
-			case stepFinal(s.Status):
+			case workflow.StepFinal(s.Status):
 				final++
 			case s.Status == "running":
 				running = append(running, s.Key)

@@ -75,8 +75,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.StringVar(&f.guardKeyPrefix, "guard-key-prefix", processing.DefaultGuardKeyPrefix, "prefix of guard lock keys in Redis")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", processing.DefaultShutdownTimeout, "how long running tasks may finish on shutdown before they are cancelled and re-queued")
 	fs.DurationVar(&f.heartbeat, "heartbeat-interval", processing.DefaultHeartbeatInterval, "how often the pod records its heartbeat and busy counts")
-	fs.DurationVar(&f.rescueInterval, "rescue-interval", 2*time.Second, "how often the pod looks for in-progress tasks of dead pods")
-	fs.DurationVar(&f.rescueAfter, "rescue-after", 10*time.Second, "heartbeat age after which a pod counts as dead and its in-progress tasks are rescued")
+	fs.DurationVar(&f.rescueInterval, "rescue-interval", processing.DefaultRescueInterval, "how often the pod looks for in-progress tasks of dead pods")
+	fs.DurationVar(&f.rescueAfter, "rescue-after", processing.DefaultRescueAfter, "heartbeat age after which a pod counts as dead and its in-progress tasks are rescued")
 	fs.DurationVar(&f.fetchCooldown, "fetch-cooldown", processing.DefaultFetchCooldown, "least time between two fetches of a queue")
 	fs.DurationVar(&f.fetchPollInterval, "fetch-poll-interval", processing.DefaultFetchPollInterval, "queue poll interval when no insert notification arrives")
 	if help, err := parseFlags(fs, args); help || err != nil {
